@@ -1,0 +1,56 @@
+import type { ServerResponse } from 'node:http';
+import express, { type Express } from 'express';
+import { pinoHttp } from 'pino-http';
+import type { Platform } from '../shared/platform/platform.js';
+import { readCredential } from './middleware/authenticate.js';
+import { errorHandler, notFound } from './middleware/errors.js';
+import { HttpMetrics } from './middleware/metrics.js';
+import { requestId } from './middleware/request-id.js';
+import { accountRoutes } from './routes/accounts.js';
+import { systemRoutes } from './routes/system.js';
+
+/**
+ * The gateway's HTTP front door. Order matters: the request id first (every response carries it),
+ * then logging and metrics, body parsing with its size limit, the credential, the routes, and last
+ * the one error handler that writes every non-2xx body.
+ */
+export function createGatewayApp(platform: Platform, metrics = new HttpMetrics()): Express {
+  const { config, logger } = platform;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.TRUST_PROXY_HOPS);
+
+  app.use(requestId);
+  app.use(
+    pinoHttp({
+      logger,
+      genReqId: (req) => (req as express.Request).id,
+      customAttributeKeys: { reqId: 'request_id' },
+      customSuccessObject: (_req, res, entry) => withErrorCode(res, entry),
+      customErrorObject: (_req, res, _error, entry) => withErrorCode(res, entry),
+      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
+    }),
+  );
+  app.use(metrics.middleware);
+
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('Content-Type', metrics.registry.contentType);
+    res.send(await metrics.registry.metrics());
+  });
+
+  app.use(express.json({ limit: config.JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  app.use(readCredential);
+
+  // Routers spell out full paths, so the matched pattern (the metrics label) is the whole route.
+  app.use(systemRoutes(platform));
+  app.use(accountRoutes(platform));
+
+  app.use(notFound);
+  app.use(errorHandler);
+  return app;
+}
+
+function withErrorCode(res: ServerResponse, entry: Record<string, unknown>): Record<string, unknown> {
+  const code = (res as express.Response).locals?.errorCode;
+  return code ? { ...entry, error_code: code } : entry;
+}

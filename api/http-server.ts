@@ -1,0 +1,32 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
+import { serviceError, toEnvelope, type ErrorCode } from '../shared/errors.js';
+
+/**
+ * The HTTP server of an app. Requests Node's parser rejects before Express sees them (a broken
+ * header, oversized headers) still get the one envelope, not a bare status line.
+ */
+export function listen(app: Express, port: number, host: string): Promise<http.Server> {
+  const server = http.createServer(app);
+  // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own (often 60 s).
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || (error as { code?: string }).code === 'ECONNRESET') return socket.destroy();
+    const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+    const code: ErrorCode = tooLarge ? 'request_too_large' : 'invalid_request';
+    const body = JSON.stringify(toEnvelope(serviceError(code, { message: tooLarge ? 'The request headers are too large.' : 'The HTTP request is malformed.' })));
+    const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}
+
+export function serverUrl(server: http.Server): string {
+  const { address, port } = server.address() as AddressInfo;
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+}

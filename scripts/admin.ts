@@ -1,0 +1,176 @@
+/**
+ * Operator CLI: `npm run admin -- <command> [--flags]`. Every answer is one JSON document on
+ * stdout; a failure is `{"error":{...}}` on stderr with exit code 1 (2 for a usage mistake).
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import {
+  createApiKey,
+  createDeveloperAccount,
+  createProvisioningKey,
+  getAccount,
+  listApiKeys,
+  revokeApiKey,
+  type AccountWithWalletRow,
+  type ApiKeyRow,
+} from '../shared/accounts/accounts.js';
+import { DEVELOPER_SCOPES } from '../shared/accounts/scopes.js';
+import { loadConfig } from '../shared/config.js';
+import { prepareDatabase } from '../shared/db/migrate.js';
+import { createPool } from '../shared/db/pool.js';
+import { ServiceError } from '../shared/errors.js';
+import { createLogger } from '../shared/logger.js';
+import { microsToUsd, usdToMicros } from '../shared/money.js';
+
+const USAGE = `usage: npm run admin -- <command> [options]
+
+  create-developer --email <email> --password <8-256 chars> [--name <text>] [--credit-usd <amount>]
+  get-account      --account <uuid>
+  create-key       --account <uuid> --scopes <scope,scope> [--name <text>] [--expires-at <ISO 8601>]
+  list-keys        --account <uuid>
+  revoke-key       --account <uuid> --key <key id>
+  create-provisioning-key --account <uuid>     (replaces the account's previous rsk_ key)
+
+  scopes: ${DEVELOPER_SCOPES.join(', ')}`;
+
+const scopeList = z
+  .string()
+  .transform((text) => text.split(',').map((scope) => scope.trim()).filter(Boolean))
+  .pipe(z.array(z.enum(DEVELOPER_SCOPES)).min(1, 'at least one scope is required'));
+
+const commands = {
+  'create-developer': z.object({
+    email: z.email(),
+    password: z.string().min(8).max(256),
+    name: z.string().max(200).optional(),
+    'credit-usd': z.coerce.number().finite().min(0).max(1_000_000).default(0),
+  }),
+  'get-account': z.object({ account: z.uuid() }),
+  'create-key': z.object({
+    account: z.uuid(),
+    scopes: scopeList,
+    name: z.string().max(80).default('default'),
+    'expires-at': z.iso
+      .datetime({ offset: true })
+      .transform((text) => new Date(text))
+      .refine((date) => date.getTime() > Date.now(), 'must be in the future')
+      .optional(),
+  }),
+  'list-keys': z.object({ account: z.uuid() }),
+  'revoke-key': z.object({ account: z.uuid(), key: z.uuid() }),
+  'create-provisioning-key': z.object({ account: z.uuid() }),
+} as const;
+
+type Command = keyof typeof commands;
+
+function fail(code: string, message: string, exitCode: number): never {
+  process.stderr.write(`${JSON.stringify({ error: { code, message } })}\n`);
+  process.exit(exitCode);
+}
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+if (existsSync(path.join(root, '.env'))) process.loadEnvFile(path.join(root, '.env'));
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  strict: true,
+  options: Object.fromEntries(
+    ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key'].map((flag) => [flag, { type: 'string' as const }]),
+  ),
+});
+const command = positionals[0];
+if (!command || command === 'help' || !(command in commands)) {
+  if (command && command !== 'help') fail('unknown_command', `unknown command "${command}"\n${USAGE}`, 2);
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const parsed = commands[command as Command].safeParse(values);
+if (!parsed.success) {
+  const issue = parsed.error.issues[0]!;
+  fail('invalid_arguments', `--${issue.path.join('.')}: ${issue.message}`, 2);
+}
+const options = parsed.data as Record<string, unknown>;
+
+const config = loadConfig();
+await prepareDatabase(config.DATABASE_URL);
+const db = createPool(config.DATABASE_URL, 2, createLogger({ LOG_LEVEL: 'silent' }, 'admin'));
+
+try {
+  process.stdout.write(`${JSON.stringify(await execute(command as Command, options), null, 2)}\n`);
+} catch (error) {
+  if (error instanceof ServiceError) fail(error.code, error.message, 1);
+  fail('failed', error instanceof Error ? error.message : String(error), 1);
+} finally {
+  await db.end();
+}
+
+async function execute(name: Command, options: Record<string, unknown>): Promise<unknown> {
+  const account = String(options.account);
+  switch (name) {
+    case 'create-developer':
+      return formatAccount(
+        await createDeveloperAccount(db, {
+          email: String(options.email),
+          password: String(options.password),
+          displayName: options.name as string | undefined,
+          initialCreditMicros: usdToMicros(Number(options['credit-usd'])),
+        }),
+      );
+    case 'get-account':
+      return formatAccount(await getAccount(db, account));
+    case 'create-key': {
+      const { key, plaintext } = await createApiKey(db, account, {
+        name: String(options.name),
+        scopes: options.scopes as (typeof DEVELOPER_SCOPES)[number][],
+        expiresAt: options['expires-at'] as Date | undefined,
+      });
+      return { ...formatKey(key), api_key: plaintext, note: 'Shown once; only its SHA-256 is stored.' };
+    }
+    case 'list-keys':
+      return { object: 'list', data: (await listApiKeys(db, account)).map(formatKey) };
+    case 'revoke-key':
+      await revokeApiKey(db, account, String(options.key));
+      return { id: options.key, object: 'api_key', revoked: true };
+    case 'create-provisioning-key': {
+      const key = await createProvisioningKey(db, account);
+      return {
+        id: key.id,
+        object: 'provisioning_key',
+        account_id: account,
+        display_prefix: key.display_prefix,
+        created_at: key.created_at.toISOString(),
+        provisioning_key: key.plaintext,
+        note: 'Shown once; any previous rsk_ key of this account no longer works.',
+      };
+    }
+  }
+}
+
+function formatAccount(row: AccountWithWalletRow) {
+  return {
+    id: row.id,
+    object: 'account',
+    owner_type: row.owner_type,
+    email: row.email,
+    name: row.display_name,
+    status: row.status,
+    balance_usd: microsToUsd(row.balance_micros),
+    created_at: row.created_at.toISOString(),
+  };
+}
+
+function formatKey(row: ApiKeyRow) {
+  return {
+    id: row.id,
+    object: 'api_key',
+    account_id: row.account_id,
+    name: row.name,
+    display_prefix: row.display_prefix,
+    scopes: row.scopes,
+    expires_at: row.expires_at?.toISOString() ?? null,
+    created_at: row.created_at.toISOString(),
+  };
+}

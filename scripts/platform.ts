@@ -1,0 +1,138 @@
+/**
+ * `npm start` and `npm test` after scripts/ensure-deps.sh has installed what was missing:
+ * runs the Temporal dev server unless TEMPORAL_ADDRESS names one, creates and migrates the
+ * database, then starts the API and the worker (start) or runs vitest (test).
+ * Ctrl-C (or SIGTERM) stops exactly what this command started.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, managesTemporalDevServer, type Config } from '../shared/config.js';
+import { prepareDatabase } from '../shared/db/migrate.js';
+import {
+  freePort,
+  isPortOpen,
+  startTemporalDevServer,
+  stopChild,
+  stopRecordedServices,
+  takeRecordedServices,
+  waitForTemporal,
+} from './lib/local-services.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.chdir(ROOT);
+if (existsSync('.env')) process.loadEnvFile('.env');
+
+const say = (message: string) => process.stderr.write(`platform: ${message}\n`);
+const mode = process.argv[2];
+if (mode !== 'start' && mode !== 'test') {
+  say('usage: platform.ts start|test [vitest arguments]');
+  process.exit(2);
+}
+
+const config = loadConfig();
+const recordedServices = takeRecordedServices(config.dataDir);
+const children: ChildProcess[] = [];
+let stopping: Promise<void> | undefined;
+
+function stopAll(exitCode: number): Promise<void> {
+  stopping ??= (async () => {
+    // Reverse start order: the API and worker first, Temporal next, then services ensure-deps started.
+    for (const child of [...children].reverse()) await stopChild(child);
+    await stopRecordedServices(recordedServices, say);
+    process.exit(exitCode);
+  })();
+  return stopping;
+}
+process.on('SIGINT', () => void stopAll(130));
+process.on('SIGTERM', () => void stopAll(143));
+
+try {
+  const temporalAddress = await ensureTemporal(config);
+  const { created, applied } = await prepareDatabase(config.DATABASE_URL);
+  say(`database ${created ? 'created' : 'present'}; ${applied.length ? `applied ${applied.join(', ')}` : 'migrations up to date'}`);
+  if (mode === 'start') await startPlatform(temporalAddress);
+  else await runTests(temporalAddress);
+} catch (error) {
+  say(`failed: ${error instanceof Error ? error.message : String(error)}`);
+  await stopAll(1);
+}
+
+async function ensureTemporal(config: Config): Promise<string> {
+  if (!managesTemporalDevServer(config)) {
+    await waitForTemporal(config.temporalAddress, 30_000);
+    say(`using Temporal at ${config.temporalAddress}`);
+    return config.temporalAddress;
+  }
+  if (mode === 'test') {
+    // Tests get their own in-memory server on free ports, so a running `npm start` is never touched.
+    const server = await startTemporalDevServer({ port: await freePort(), logFile: path.join(config.dataDir, 'run', 'temporal-test.log') });
+    children.push(server.process);
+    say(`Temporal test server on ${server.address}`);
+    return server.address;
+  }
+  if (await isPortOpen(config.TEMPORAL_DEV_PORT)) {
+    await waitForTemporal(config.temporalAddress, 30_000);
+    say(`Temporal already running on ${config.temporalAddress}; using it`);
+    return config.temporalAddress;
+  }
+  const server = await startTemporalDevServer({
+    port: config.TEMPORAL_DEV_PORT,
+    uiPort: config.TEMPORAL_DEV_UI_PORT,
+    dbFile: path.join(config.dataDir, 'temporal', 'temporal.db'),
+    logFile: path.join(config.dataDir, 'run', 'temporal.log'),
+  });
+  children.push(server.process);
+  say(`Temporal dev server started on ${server.address} (history kept in ${path.join(config.DATA_DIR, 'temporal', 'temporal.db')})`);
+  return server.address;
+}
+
+function spawnNode(script: string, env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'inherit', env });
+  children.push(child);
+  child.once('exit', (code, signal) => {
+    if (stopping) return;
+    say(`${script} exited (${signal ?? `code ${code}`}); stopping the platform`);
+    void stopAll(code || 1);
+  });
+  return child;
+}
+
+async function startPlatform(temporalAddress: string): Promise<void> {
+  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress };
+  spawnNode('workers/main.ts', env);
+  spawnNode('api/main.ts', env);
+  await waitForApi(`${config.publicBaseUrl}/v1/health`);
+  const lines = [
+    '',
+    'The platform is up. Ctrl-C stops everything this command started.',
+    `  Gateway API      ${config.publicBaseUrl}/v1`,
+    `  Health           ${config.publicBaseUrl}/v1/health`,
+    `  Metrics          ${config.publicBaseUrl}/metrics`,
+    `  Temporal Web UI  ${config.temporalUiUrl}`,
+    '  Operator CLI     npm run admin -- help',
+    '',
+  ];
+  process.stderr.write(`${lines.join('\n')}\n`);
+}
+
+async function waitForApi(url: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline && !stopping) {
+    const answered = await fetch(url).then((response) => response.ok, () => false);
+    if (answered) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  if (!stopping) throw new Error(`the API did not answer at ${url} within 60 s`);
+}
+
+async function runTests(temporalAddress: string): Promise<void> {
+  const vitest = spawn(
+    process.execPath,
+    [path.join('node_modules', 'vitest', 'vitest.mjs'), 'run', '--config', 'test/vitest.config.ts', ...process.argv.slice(3)],
+    { stdio: 'inherit', env: { ...process.env, TEMPORAL_ADDRESS: temporalAddress, NODE_ENV: 'test' } },
+  );
+  const code = await new Promise<number>((resolve) => vitest.once('exit', (exitCode) => resolve(exitCode ?? 1)));
+  await stopAll(code);
+}

@@ -1,0 +1,28 @@
+import type { Db } from '../db/pool.js';
+import { serviceError } from '../errors.js';
+import { hashKey, isWellFormedKey, keyMatches } from './keys.js';
+import * as repo from './repository.js';
+
+/** Who is calling, once a credential has been verified. Domain functions take it as the tenant. */
+export type Principal =
+  | { kind: 'developer_key'; accountId: string; keyId: string; scopes: readonly string[] }
+  | { kind: 'provisioning_key'; accountId: string; keyId: string };
+
+/**
+ * Verifies a `ko_` key on every request, straight from PostgreSQL, so that a revoked key (a deleted
+ * row) or a closed account stops working on the very next request.
+ */
+export async function authenticateDeveloperKey(db: Db, presented: string, now = new Date()): Promise<Principal> {
+  if (!isWellFormedKey('ko_', presented)) throw serviceError('invalid_token_format');
+  const row = await repo.findApiKeyByHash(db, hashKey(presented));
+  if (!row || !keyMatches(row.key_hash, presented) || row.account_status !== 'active') throw serviceError('invalid_token');
+  if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw serviceError('invalid_token');
+  return { kind: 'developer_key', accountId: row.account_id, keyId: row.id, scopes: row.scopes };
+}
+
+export async function authenticateProvisioningKey(db: Db, presented: string | undefined): Promise<Principal> {
+  if (presented === undefined || !isWellFormedKey('rsk_', presented)) throw serviceError('invalid_provisioning_key');
+  const row = await repo.findProvisioningKeyByHash(db, hashKey(presented));
+  if (!row || !keyMatches(row.key_hash, presented) || row.account_status !== 'active') throw serviceError('invalid_provisioning_key');
+  return { kind: 'provisioning_key', accountId: row.account_id, keyId: row.id };
+}

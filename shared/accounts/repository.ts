@@ -1,0 +1,206 @@
+import type { Queryable } from '../db/pool.js';
+import { isUuid } from '../ids.js';
+import type { CursorPosition } from '../pagination.js';
+
+/** All SQL of the accounts domain: accounts, wallets and their ledger, ko_ and rsk_ keys. */
+
+export type OwnerType = 'developer' | 'api_end_user';
+export type Funding = 'standalone' | 'linked';
+
+export interface AccountRow {
+  id: string;
+  owner_type: OwnerType;
+  parent_account_id: string | null;
+  email: string;
+  username: string | null;
+  display_name: string | null;
+  funding: Funding;
+  status: 'active' | 'closed';
+  created_at: Date;
+  closed_at: Date | null;
+}
+
+export interface AccountWithWalletRow extends AccountRow {
+  balance_micros: string;
+  spend_micros: string;
+}
+
+export interface ApiKeyRow {
+  id: string;
+  account_id: string;
+  display_prefix: string;
+  name: string;
+  scopes: string[];
+  expires_at: Date | null;
+  created_at: Date;
+}
+
+export interface KeyLookupRow {
+  id: string;
+  account_id: string;
+  key_hash: Buffer;
+  scopes: string[];
+  expires_at: Date | null;
+  account_status: 'active' | 'closed';
+}
+
+const ACCOUNT_COLUMNS = 'a.id, a.owner_type, a.parent_account_id, a.email, a.username, a.display_name, a.funding, a.status, a.created_at, a.closed_at';
+
+// Spend is what usage debited from the account's own ledger; a linked account bills its parent and reads 0.
+const WALLET_COLUMNS = `
+  COALESCE(w.balance_micros, 0)::text AS balance_micros,
+  COALESCE((SELECT -SUM(l.amount_micros) FROM wallet_ledger l
+            WHERE l.account_id = a.id AND l.kind = 'usage'), 0)::text AS spend_micros`;
+
+export async function insertAccount(
+  q: Queryable,
+  account: {
+    ownerType: OwnerType;
+    parentAccountId: string | null;
+    email: string;
+    username: string | null;
+    displayName: string | null;
+    passwordHash: string;
+    funding: Funding;
+  },
+): Promise<AccountRow> {
+  const { rows } = await q.query<AccountRow>(
+    `INSERT INTO accounts AS a (owner_type, parent_account_id, email, username, display_name, password_hash, funding)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     RETURNING ${ACCOUNT_COLUMNS}`,
+    [account.ownerType, account.parentAccountId, account.email, account.username, account.displayName, account.passwordHash, account.funding],
+  );
+  return rows[0]!;
+}
+
+export async function findAccount(q: Queryable, accountId: string): Promise<AccountRow | undefined> {
+  const { rows } = await q.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = $1`, [accountId]);
+  return rows[0];
+}
+
+export async function insertWallet(q: Queryable, accountId: string): Promise<void> {
+  await q.query('INSERT INTO wallets (account_id) VALUES ($1)', [accountId]);
+}
+
+/** Moves a balance and writes its ledger row in one statement, so neither can exist without the other. */
+export async function postLedgerEntry(
+  q: Queryable,
+  entry: { accountId: string; amountMicros: number; kind: string; reference?: string | null; note?: string | null },
+): Promise<{ balanceAfterMicros: number }> {
+  const { rows } = await q.query<{ balance_after_micros: string }>(
+    `WITH moved AS (
+       UPDATE wallets SET balance_micros = balance_micros + $2, updated_at = now()
+       WHERE account_id = $1
+       RETURNING account_id, balance_micros)
+     INSERT INTO wallet_ledger (account_id, amount_micros, balance_after_micros, kind, reference, note)
+     SELECT account_id, $2, balance_micros, $3, $4, $5 FROM moved
+     RETURNING balance_after_micros`,
+    [entry.accountId, entry.amountMicros, entry.kind, entry.reference ?? null, entry.note ?? null],
+  );
+  if (!rows[0]) throw new Error(`no wallet for account ${entry.accountId}`);
+  return { balanceAfterMicros: Number(rows[0].balance_after_micros) };
+}
+
+export async function findAccountWithWallet(q: Queryable, accountId: string): Promise<AccountWithWalletRow | undefined> {
+  const { rows } = await q.query<AccountWithWalletRow>(
+    `SELECT ${ACCOUNT_COLUMNS}, ${WALLET_COLUMNS}
+     FROM accounts a LEFT JOIN wallets w ON w.account_id = a.id
+     WHERE a.id = $1`,
+    [accountId],
+  );
+  return rows[0];
+}
+
+export async function findChildAccount(q: Queryable, parentAccountId: string, accountId: string): Promise<AccountWithWalletRow | undefined> {
+  const { rows } = await q.query<AccountWithWalletRow>(
+    `SELECT ${ACCOUNT_COLUMNS}, ${WALLET_COLUMNS}
+     FROM accounts a LEFT JOIN wallets w ON w.account_id = a.id
+     WHERE a.id = $1 AND a.parent_account_id = $2`,
+    [accountId, parentAccountId],
+  );
+  return rows[0];
+}
+
+export async function listChildAccounts(
+  q: Queryable,
+  parentAccountId: string,
+  page: { limit: number; after: CursorPosition | undefined },
+): Promise<AccountWithWalletRow[]> {
+  const { rows } = await q.query<AccountWithWalletRow>(
+    `SELECT ${ACCOUNT_COLUMNS}, ${WALLET_COLUMNS}
+     FROM accounts a LEFT JOIN wallets w ON w.account_id = a.id
+     WHERE a.parent_account_id = $1
+       AND ($2::uuid IS NULL OR (a.created_at, a.id) > (SELECT c.created_at, c.id FROM accounts c WHERE c.id = $2::uuid))
+     ORDER BY a.created_at, a.id
+     LIMIT $3`,
+    [parentAccountId, page.after && isUuid(page.after.id) ? page.after.id : null, page.limit + 1],
+  );
+  return rows;
+}
+
+export async function insertApiKey(
+  q: Queryable,
+  key: { accountId: string; hash: Buffer; displayPrefix: string; name: string; scopes: string[]; expiresAt: Date | null },
+): Promise<ApiKeyRow> {
+  const { rows } = await q.query<ApiKeyRow>(
+    `INSERT INTO api_keys (account_id, key_hash, display_prefix, name, scopes, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING id, account_id, display_prefix, name, scopes, expires_at, created_at`,
+    [key.accountId, key.hash, key.displayPrefix, key.name, key.scopes, key.expiresAt],
+  );
+  return rows[0]!;
+}
+
+export async function listApiKeys(q: Queryable, accountId: string): Promise<ApiKeyRow[]> {
+  const { rows } = await q.query<ApiKeyRow>(
+    `SELECT id, account_id, display_prefix, name, scopes, expires_at, created_at
+     FROM api_keys WHERE account_id = $1 ORDER BY created_at, id`,
+    [accountId],
+  );
+  return rows;
+}
+
+export async function deleteApiKey(q: Queryable, accountId: string, keyId: string): Promise<boolean> {
+  const { rowCount } = await q.query('DELETE FROM api_keys WHERE id = $1 AND account_id = $2', [keyId, accountId]);
+  return rowCount === 1;
+}
+
+export async function findApiKeyByHash(q: Queryable, hash: Buffer): Promise<KeyLookupRow | undefined> {
+  const { rows } = await q.query<KeyLookupRow>(
+    `SELECT k.id, k.account_id, k.key_hash, k.scopes, k.expires_at, a.status AS account_status
+     FROM api_keys k JOIN accounts a ON a.id = k.account_id
+     WHERE k.key_hash = $1`,
+    [hash],
+  );
+  return rows[0];
+}
+
+/** One active provisioning key per developer: a new key replaces the previous one. */
+export async function replaceProvisioningKey(
+  q: Queryable,
+  key: { accountId: string; hash: Buffer; displayPrefix: string },
+): Promise<{ id: string; display_prefix: string; created_at: Date }> {
+  const { rows } = await q.query<{ id: string; display_prefix: string; created_at: Date }>(
+    `INSERT INTO provisioning_keys (account_id, key_hash, display_prefix) VALUES ($1, $2, $3)
+     ON CONFLICT (account_id) DO UPDATE
+       SET id = gen_random_uuid(), key_hash = EXCLUDED.key_hash, display_prefix = EXCLUDED.display_prefix, created_at = now()
+     RETURNING id, display_prefix, created_at`,
+    [key.accountId, key.hash, key.displayPrefix],
+  );
+  return rows[0]!;
+}
+
+export async function deleteProvisioningKey(q: Queryable, accountId: string): Promise<boolean> {
+  const { rowCount } = await q.query('DELETE FROM provisioning_keys WHERE account_id = $1', [accountId]);
+  return rowCount === 1;
+}
+
+export async function findProvisioningKeyByHash(q: Queryable, hash: Buffer): Promise<Omit<KeyLookupRow, 'scopes' | 'expires_at'> | undefined> {
+  const { rows } = await q.query<Omit<KeyLookupRow, 'scopes' | 'expires_at'>>(
+    `SELECT k.id, k.account_id, k.key_hash, a.status AS account_status
+     FROM provisioning_keys k JOIN accounts a ON a.id = k.account_id
+     WHERE k.key_hash = $1`,
+    [hash],
+  );
+  return rows[0];
+}

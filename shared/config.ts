@@ -1,0 +1,99 @@
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every setting of every process comes from the environment, validated once here.
+ * `.env.example` documents the same variables with the same defaults.
+ */
+const byteSize = z
+  .string()
+  .regex(/^\d+(b|kb|mb|gb)?$/i, 'a size such as 512kb or 32mb')
+  .transform(parseByteSize);
+
+const booleanFlag = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((value) => value === 'true' || value === '1');
+
+const configSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATA_DIR: z.string().min(1).default('.data'),
+
+  API_HOST: z.string().min(1).default('127.0.0.1'),
+  API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Public origin printed at start and used in links; defaults to http://API_HOST:API_PORT. */
+  PUBLIC_BASE_URL: z.url().optional(),
+  /** Largest JSON body accepted; chat bodies may carry two 20 MB images per message as base64. */
+  JSON_BODY_LIMIT: byteSize.default(64 * 1024 * 1024),
+  /** Trust X-Forwarded-For from this many proxy hops (0 = use the socket address). */
+  TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
+
+  DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/svc_platform'),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+
+  REDIS_URL: z.string().min(1).default('redis://127.0.0.1:6379'),
+  /** Prefix of every Redis key and BullMQ queue, so several platforms (or test files) share one Redis. */
+  REDIS_KEY_PREFIX: z.string().min(1).default('svc'),
+
+  /** An existing Temporal frontend. Unset: `npm start` runs a local dev server on TEMPORAL_DEV_PORT. */
+  TEMPORAL_ADDRESS: z.string().min(1).optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('svc-platform'),
+  TEMPORAL_DEV_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
+  TEMPORAL_DEV_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  /** Web UI link printed at start and shown by /v1/health; derived from the dev server when unset. */
+  TEMPORAL_UI_URL: z.url().optional(),
+
+  /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
+  CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
+
+  /** Print a stack with 500s in logs (never in responses). */
+  LOG_STACKS: booleanFlag.default(true),
+});
+
+export type Config = z.infer<typeof configSchema> & {
+  temporalAddress: string;
+  temporalUiUrl: string;
+  publicBaseUrl: string;
+  dataDir: string;
+};
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(stripEmpty(env));
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  }
+  const values = parsed.data;
+  const devTemporal = `127.0.0.1:${values.TEMPORAL_DEV_PORT}`;
+  return {
+    ...values,
+    temporalAddress: values.TEMPORAL_ADDRESS ?? devTemporal,
+    temporalUiUrl: values.TEMPORAL_UI_URL ?? `http://127.0.0.1:${values.TEMPORAL_DEV_UI_PORT}`,
+    publicBaseUrl: values.PUBLIC_BASE_URL ?? `http://${displayHost(values.API_HOST)}:${values.API_PORT}`,
+    dataDir: path.resolve(values.DATA_DIR),
+  };
+}
+
+/** Whether the platform itself should run a Temporal dev server (no external one configured). */
+export function managesTemporalDevServer(config: Config): boolean {
+  return config.TEMPORAL_ADDRESS === undefined;
+}
+
+function stripEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  // An empty variable (FOO=) means "not set", as in most twelve-factor tooling.
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== ''));
+}
+
+function displayHost(host: string): string {
+  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+}
+
+function parseByteSize(text: string): number {
+  const match = /^(\d+)(b|kb|mb|gb)?$/i.exec(text);
+  const units: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+  return Number(match![1]) * units[(match![2] ?? 'b').toLowerCase()]!;
+}

@@ -1,0 +1,52 @@
+import pg from 'pg';
+import { fromSql } from 'pgvector';
+
+export type Db = pg.Pool;
+/** Anything that runs a query: the pool, or a client inside a transaction. */
+export type Queryable = Pick<pg.PoolClient, 'query'>;
+
+interface Logger {
+  warn(details: object, message: string): void;
+}
+
+/** Parsers of the pgvector types, filled by registerVectorTypes once the oids are known. */
+const vectorParsers = new WeakMap<pg.Pool, Map<number, (text: string) => unknown>>();
+
+export function createPool(connectionString: string, max: number, logger: Logger): Db {
+  const parsers = new Map<number, (text: string) => unknown>();
+  const types = {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') => parsers.get(oid) ?? pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+  };
+  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000, types });
+  vectorParsers.set(pool, parsers);
+  // An idle client losing its server must not crash the process; the next checkout reconnects.
+  pool.on('error', (error) => logger.warn({ err: error }, 'idle PostgreSQL client failed'));
+  return pool;
+}
+
+/**
+ * Teaches the pool the oids of pgvector's types, so vectors arrive as number[] rather than text.
+ * One query for the whole pool, before vector queries run; the oids never change for a database.
+ */
+export async function registerVectorTypes(db: Db): Promise<void> {
+  const { rows } = await db.query<{ oid: number }>(`SELECT oid FROM pg_type WHERE typname IN ('vector', 'halfvec', 'sparsevec')`);
+  if (rows.length === 0) throw new Error('the vector extension is not installed in this database');
+  const parsers = vectorParsers.get(db)!;
+  for (const { oid } of rows) parsers.set(Number(oid), (text) => fromSql(text));
+}
+
+/** Runs `work` in one transaction; the state change and the events it causes commit together. */
+export async function withTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,98 @@
+import proto from '@temporalio/proto';
+import type { Platform } from '../platform/platform.js';
+
+/**
+ * Reachability of every backing service, and whether any worker is polling the platform's
+ * task queue. Each check has its own deadline so one slow dependency cannot hide the others.
+ */
+export interface ComponentHealth {
+  ok: boolean;
+  latency_ms: number;
+  error?: string;
+}
+
+export interface HealthReport {
+  status: 'ok' | 'degraded';
+  checks: {
+    postgres: ComponentHealth;
+    redis: ComponentHealth;
+    temporal: ComponentHealth & { address: string; namespace: string; web_ui: string };
+    worker: ComponentHealth & { task_queue: string; pollers: number };
+  };
+}
+
+const CHECK_TIMEOUT_MS = 2_000;
+/** Pollers hold a long poll of up to a minute; one seen within this window is alive. */
+const POLLER_FRESH_MS = 90_000;
+const { TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;
+
+export async function checkHealth(platform: Platform): Promise<HealthReport> {
+  const { config } = platform;
+  const [postgres, redis, temporalCheck, worker] = await Promise.all([
+    timed(async () => {
+      await platform.db.query('SELECT 1');
+    }),
+    timed(async () => {
+      await platform.redis.ping();
+    }),
+    timed(async () => {
+      await platform.temporal.connection.withDeadline(Date.now() + CHECK_TIMEOUT_MS, () =>
+        platform.temporal.connection.workflowService.getSystemInfo({}),
+      );
+    }),
+    timedWithValue(() => countLivePollers(platform)),
+  ]);
+
+  const pollers = worker.value ?? 0;
+  const workerHealth = {
+    ...worker.health,
+    ok: worker.health.ok && pollers > 0,
+    ...(worker.health.ok && pollers === 0 && { error: 'no worker is polling the task queue' }),
+  };
+  const checks: HealthReport['checks'] = {
+    postgres,
+    redis,
+    temporal: { ...temporalCheck, address: config.temporalAddress, namespace: config.TEMPORAL_NAMESPACE, web_ui: config.temporalUiUrl },
+    worker: { ...workerHealth, task_queue: config.TEMPORAL_TASK_QUEUE, pollers },
+  };
+  const allOk = Object.values(checks).every((check) => check.ok);
+  return { status: allOk ? 'ok' : 'degraded', checks };
+}
+
+async function countLivePollers(platform: Platform): Promise<number> {
+  const { connection } = platform.temporal;
+  const response = await connection.withDeadline(Date.now() + CHECK_TIMEOUT_MS, () =>
+    connection.workflowService.describeTaskQueue({
+      namespace: platform.config.TEMPORAL_NAMESPACE,
+      taskQueue: { name: platform.config.TEMPORAL_TASK_QUEUE, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      taskQueueType: TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    }),
+  );
+  const freshAfter = Date.now() - POLLER_FRESH_MS;
+  return (response.pollers ?? []).filter((poller) => {
+    const seconds = Number(poller.lastAccessTime?.seconds ?? 0);
+    return seconds * 1000 >= freshAfter;
+  }).length;
+}
+
+async function timed(check: () => Promise<unknown>): Promise<ComponentHealth> {
+  return (await timedWithValue(check)).health;
+}
+
+async function timedWithValue<T>(check: () => Promise<T>): Promise<{ health: ComponentHealth; value?: T }> {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
+    });
+    const value = await Promise.race([check(), deadline]);
+    return { health: { ok: true, latency_ms: elapsed(started) }, value };
+  } catch (error) {
+    return { health: { ok: false, latency_ms: elapsed(started), error: error instanceof Error ? error.message : String(error) } };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const elapsed = (started: number) => Math.round((performance.now() - started) * 10) / 10;

@@ -1,0 +1,28 @@
+import { Piscina } from 'piscina';
+import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
+
+const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url).href;
+
+/**
+ * CPU-heavy work (cosine scoring, secret scanning) runs on worker threads so the event loop keeps
+ * serving requests. Typed arrays are transferred to the thread: the caller gives them up.
+ */
+export class CpuPool {
+  private readonly piscina: Piscina;
+
+  constructor(threads: number) {
+    this.piscina = new Piscina({ filename: TASKS_FILE, maxThreads: threads, minThreads: 1 });
+  }
+
+  get threads(): number {
+    return this.piscina.threads.length;
+  }
+
+  cosineTopK(input: CosineTopKInput): Promise<CosineTopKResult> {
+    return this.piscina.run(input, { name: 'cosineTopK', transferList: [input.query.buffer, input.candidates.buffer] as ArrayBuffer[] });
+  }
+
+  close(): Promise<void> {
+    return this.piscina.destroy();
+  }
+}

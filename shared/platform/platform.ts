@@ -1,0 +1,61 @@
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
+import { createLogger, type Logger } from '../logger.js';
+import { CpuPool } from './cpu-pool.js';
+import { QueueRegistry } from './queues.js';
+import { createRedis } from './redis.js';
+import { connectTemporal, type TemporalHandle } from './temporal.js';
+
+/**
+ * The shared connections of one process: one PostgreSQL pool, one Redis commands connection,
+ * one Temporal client, the BullMQ producers and a CPU pool. Built once at start, closed once at stop.
+ */
+export interface Platform {
+  config: Config;
+  logger: Logger;
+  db: Db;
+  redis: Redis;
+  temporal: TemporalHandle;
+  queues: QueueRegistry;
+  cpu: CpuPool;
+  /** Settles once the database is reachable and its vector types are registered (retried until then). */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createPlatform(config: Config, processName: string, logger = createLogger(config, processName)): Platform {
+  const db = createPool(config.DATABASE_URL, config.DATABASE_POOL_MAX, logger);
+  const redis = createRedis(config.REDIS_URL, 'commands', logger);
+  const temporal = connectTemporal(config);
+  const queues = new QueueRegistry(redis, `${config.REDIS_KEY_PREFIX}:bull`);
+  const cpu = new CpuPool(config.CPU_POOL_THREADS);
+
+  let closing: Promise<void> | undefined;
+  const ready = retryUntilClosed(() => registerVectorTypes(db), () => closing !== undefined, logger);
+  const close = () => {
+    closing ??= (async () => {
+      // Producers first (they use Redis), then the connections they rode on.
+      const results: PromiseSettledResult<unknown>[] = await Promise.allSettled([queues.close(), cpu.close()]);
+      results.push(...(await Promise.allSettled([db.end(), redis.quit(), temporal.connection.close()])));
+      for (const result of results) {
+        if (result.status === 'rejected') logger.warn({ err: result.reason }, 'a connection did not close cleanly');
+      }
+    })();
+    return closing;
+  };
+
+  return { config, logger, db, redis, temporal, queues, cpu, ready, close };
+}
+
+/** A process may start before its database; keep trying, quietly after the first failure. */
+async function retryUntilClosed(attempt: () => Promise<void>, closed: () => boolean, logger: Logger): Promise<void> {
+  for (let tries = 0; !closed(); tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (tries === 0) logger.warn({ err: error }, 'database not ready; retrying every second');
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
+}

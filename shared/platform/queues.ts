@@ -1,0 +1,48 @@
+import { Queue, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+
+/**
+ * BullMQ queues of the platform. Producers (API and workers) share one commands connection;
+ * every queue lives under `<REDIS_KEY_PREFIX>:bull`, so platforms and test files never see each other's jobs.
+ */
+export class QueueRegistry {
+  private readonly queues = new Map<string, Queue>();
+
+  constructor(
+    private readonly connection: Redis,
+    readonly prefix: string,
+  ) {}
+
+  queue<Data = unknown>(name: string): Queue<Data> {
+    let queue = this.queues.get(name);
+    if (!queue) {
+      queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      this.queues.set(name, queue);
+    }
+    return queue as unknown as Queue<Data>;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((queue) => queue.close()));
+    this.queues.clear();
+  }
+}
+
+export interface ConsumerDefinition<Data = unknown> {
+  queue: string;
+  process: Processor<Data>;
+  options?: Omit<WorkerOptions, 'connection' | 'prefix'>;
+}
+
+/** Starts one BullMQ worker per definition on a shared blocking connection; failures are logged, never swallowed. */
+export function startConsumers(definitions: ConsumerDefinition[], connection: Redis, prefix: string, logger: Logger): Worker[] {
+  return definitions.map((definition) => {
+    const worker = new Worker(definition.queue, definition.process, { ...definition.options, connection, prefix });
+    worker.on('failed', (job: Job | undefined, error: Error) =>
+      logger.error({ err: error, queue: definition.queue, jobId: job?.id, attempts: job?.attemptsMade }, 'queued job failed'),
+    );
+    worker.on('error', (error) => logger.error({ err: error, queue: definition.queue }, 'queue consumer error'));
+    return worker;
+  });
+}

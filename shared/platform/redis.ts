@@ -1,0 +1,25 @@
+import { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+
+/**
+ * Two kinds of connection: `commands` fail fast when Redis is away (a request must not hang on a
+ * rate-limit check), `blocking` waits forever, as BullMQ workers require.
+ */
+export function createRedis(url: string, role: 'commands' | 'blocking', logger: Logger): Redis {
+  const redis = new Redis(url, {
+    connectionName: `svc-${role}`,
+    maxRetriesPerRequest: role === 'blocking' ? null : 2,
+    connectTimeout: 5_000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
+  });
+  let reported = false;
+  redis.on('error', (error) => {
+    // ioredis retries by itself; log the outage once, not once per retry.
+    if (!reported) logger.warn({ err: error, role }, 'Redis connection failed; retrying');
+    reported = true;
+  });
+  redis.on('ready', () => {
+    reported = false;
+  });
+  return redis;
+}

@@ -1,0 +1,70 @@
+import type { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
+import { call, startTestPlatform, type TestPlatform } from './support/test-platform.js';
+
+let gateway: TestPlatform;
+beforeAll(async () => {
+  gateway = await startTestPlatform();
+});
+afterAll(() => gateway?.close());
+
+describe('GET /v1/health', () => {
+  it('reports PostgreSQL, Redis and Temporal reachable, and no worker before one polls', async () => {
+    const response = await call(gateway.baseUrl, '/v1/health');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('cache-control')).toBe('no-store');
+    const { checks } = response.body;
+    expect(checks.postgres.ok).toBe(true);
+    expect(checks.redis.ok).toBe(true);
+    expect(checks.temporal).toMatchObject({ ok: true, address: gateway.config.temporalAddress, namespace: 'default' });
+    expect(checks.worker).toMatchObject({ ok: false, pollers: 0, task_queue: gateway.config.TEMPORAL_TASK_QUEUE });
+    expect(response.body.status).toBe('degraded');
+  });
+
+  it('is all green once a real worker polls the task queue', async () => {
+    const bundle = await bundleWorkflows();
+    const { worker, connection } = await createTemporalWorker(gateway.platform, { bundle });
+    const running = worker.run();
+    try {
+      const report = await pollHealth(worker, (body) => body.checks.worker.ok);
+      expect(report.status).toBe('ok');
+      expect(report.checks.worker.pollers).toBeGreaterThanOrEqual(1);
+      for (const check of Object.values(report.checks) as { ok: boolean }[]) expect(check.ok).toBe(true);
+    } finally {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    }
+  });
+});
+
+describe('GET /v1/health when backing services are away', () => {
+  let broken: TestPlatform;
+  beforeAll(async () => {
+    // Nothing listens on port 1: Redis and Temporal are unreachable for this platform only.
+    broken = await startTestPlatform({ REDIS_URL: 'redis://127.0.0.1:1', TEMPORAL_ADDRESS: '127.0.0.1:1' });
+  });
+  afterAll(() => broken?.close());
+
+  it('still answers, naming what is down', async () => {
+    const response = await call(broken.baseUrl, '/v1/health');
+    expect(response.status).toBe(200);
+    expect(response.body.status).toBe('degraded');
+    expect(response.body.checks.postgres.ok).toBe(true);
+    expect(response.body.checks.redis).toMatchObject({ ok: false, error: expect.any(String) });
+    expect(response.body.checks.temporal).toMatchObject({ ok: false, error: expect.any(String) });
+    expect(response.body.checks.worker.ok).toBe(false);
+  });
+});
+
+/** Polls health until `ready` holds: a worker's first poll reaches the server shortly after run(). */
+async function pollHealth(worker: Worker, ready: (body: any) => boolean): Promise<any> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const response = await call(gateway.baseUrl, '/v1/health');
+    if (ready(response.body)) return response.body;
+    if (worker.getState() === 'FAILED') throw new Error('worker failed');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error('no worker became visible in /v1/health');
+}

@@ -1,0 +1,38 @@
+import { loadConfig } from '../shared/config.js';
+import { createPlatform } from '../shared/platform/platform.js';
+import { startConsumers } from '../shared/platform/queues.js';
+import { createRedis } from '../shared/platform/redis.js';
+import { consumerDefinitions } from './consumers.js';
+import { bundleWorkflows, createTemporalWorker } from './temporal-worker.js';
+
+const config = loadConfig();
+const platform = createPlatform(config, 'worker');
+const { logger } = platform;
+await platform.ready;
+
+const bundle = await bundleWorkflows();
+const { worker, connection } = await createTemporalWorker(platform, { bundle });
+const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
+const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
+
+logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');
+
+let stopping = false;
+function stop(signal: string): void {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'worker stopping: finishing in-flight tasks');
+  worker.shutdown();
+}
+process.on('SIGTERM', () => stop('SIGTERM'));
+process.on('SIGINT', () => stop('SIGINT'));
+
+try {
+  // Resolves once shutdown() has let in-flight workflow and activity tasks finish.
+  await worker.run();
+} finally {
+  await Promise.allSettled(consumers.map((consumer) => consumer.close()));
+  await Promise.allSettled([blockingRedis.quit(), connection.close()]);
+  await platform.close();
+  logger.info('worker stopped');
+}

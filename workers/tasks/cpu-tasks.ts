@@ -1,0 +1,5 @@
+/**
+ * Entry point of the CPU pool's threads. Each named export is one task, run with
+ * `piscina.run(input, { name })`; the work itself lives in shared/ and is tested there.
+ */
+export { cosineTopK } from '../../shared/scoring/cosine.js';

@@ -1,0 +1,7 @@
+/**
+ * Every Temporal workflow of the platform is exported from this file; the worker bundles it once
+ * at start. Workflow code is deterministic: it imports only @temporalio/workflow and `import type`
+ * of activities, never shared/ runtime code. Batches, webhook delivery, reindex and the other long
+ * operations of the specs add their workflows here.
+ */
+export {};
