@@ -11,10 +11,6 @@ const byteSize = z
   .regex(/^\d+(b|kb|mb|gb)?$/i, 'a size such as 512kb or 32mb')
   .transform(parseByteSize);
 
-const booleanFlag = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((value) => value === 'true' || value === '1');
-
 const configSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -47,9 +43,6 @@ const configSchema = z.object({
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
-
-  /** Print a stack with 500s in logs (never in responses). */
-  LOG_STACKS: booleanFlag.default(true),
 });
 
 export type Config = z.infer<typeof configSchema> & {

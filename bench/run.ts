@@ -1,0 +1,107 @@
+/**
+ * `npm run bench`: the front door's speed against the real PostgreSQL and Redis, and the CPU pool.
+ * The API runs as its own process (as in production) on a bench database; autocannon loads it
+ * from this process over loopback. Figures are printed, never asserted.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
+import { loadConfig } from '../shared/config.js';
+import { prepareDatabase } from '../shared/db/migrate.js';
+import { createPool } from '../shared/db/pool.js';
+import { createLogger } from '../shared/logger.js';
+import { CpuPool } from '../shared/platform/cpu-pool.js';
+import { cosineTopK } from '../shared/scoring/cosine.js';
+import { freePort, stopChild } from '../scripts/lib/local-services.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+process.chdir(ROOT);
+if (existsSync('.env')) process.loadEnvFile('.env');
+
+const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+
+const base = loadConfig();
+const benchDatabase = new URL(base.DATABASE_URL);
+benchDatabase.pathname = '/svc_platform_bench';
+await prepareDatabase(benchDatabase.toString());
+
+const db = createPool(benchDatabase.toString(), 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
+const account = await createDeveloperAccount(db, { email: `bench-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 1_000_000 });
+const { plaintext: key } = await createApiKey(db, account.id, { name: 'bench', scopes: ['api:read'] });
+await db.end();
+
+const port = await freePort();
+const api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+  stdio: 'ignore',
+  env: { ...process.env, DATABASE_URL: benchDatabase.toString(), API_PORT: String(port), LOG_LEVEL: 'warn', REDIS_KEY_PREFIX: 'svc-bench' },
+});
+const url = `http://127.0.0.1:${port}`;
+await waitFor(`${url}/v1/compatibility`);
+
+console.log(`front door: ${DURATION_SECONDS} s each, ${CONNECTIONS} connections, API in its own process (1 of ${(await import('node:os')).availableParallelism()} cores)\n`);
+const rows = [];
+rows.push(await load('GET /v1/compatibility (public, no database)', `${url}/v1/compatibility`, {}));
+rows.push(await load('GET /v1/balance (ko_ key verified in PostgreSQL)', `${url}/v1/balance`, { Authorization: `Bearer ${key}` }));
+rows.push(await load('GET /v1/balance, unknown key (401 envelope)', `${url}/v1/balance`, { Authorization: `Bearer ko_${'0'.repeat(64)}` }));
+rows.push(await load('GET /v1/nowhere (404 envelope)', `${url}/v1/nowhere`, {}));
+console.table(rows);
+await stopChild(api);
+
+console.log('\ncosine top-10 of one query over 20,000 candidates x 768 dimensions');
+const dims = 768;
+const count = 20_000;
+const candidates = Float32Array.from({ length: dims * count }, (_, i) => Math.sin(i * 12.9898) * 43758.5453 % 1);
+const query = Float32Array.from({ length: dims }, (_, i) => Math.cos(i));
+const mainThread = timeIt(() => cosineTopK({ query, candidates, dims, k: 10 }), 5);
+const pool = new CpuPool(Math.max(1, base.CPU_POOL_THREADS));
+await pool.cosineTopK({ query: query.slice(), candidates: candidates.slice(0, dims), dims, k: 1 }); // thread warm-up
+const poolRuns: number[] = [];
+for (let i = 0; i < 5; i++) {
+  const copy = candidates.slice();
+  const started = performance.now();
+  await pool.cosineTopK({ query: query.slice(), candidates: copy, dims, k: 10 });
+  poolRuns.push(performance.now() - started);
+}
+console.table([
+  { where: 'main thread', median_ms: median(mainThread).toFixed(1), candidates_per_second: Math.round(count / (median(mainThread) / 1000)) },
+  { where: `CPU pool (${pool.threads} thread), array transferred`, median_ms: median(poolRuns).toFixed(1), candidates_per_second: Math.round(count / (median(poolRuns) / 1000)) },
+]);
+await pool.close();
+
+async function load(name: string, target: string, headers: Record<string, string>) {
+  const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });
+  return {
+    case: name,
+    'req/s (mean)': Math.round(result.requests.average),
+    'p50 ms': result.latency.p50,
+    'p99 ms': result.latency.p99,
+    errors: result.errors + result.timeouts,
+    statuses: Object.entries(result.statusCodeStats ?? {}).map(([status, { count }]) => `${status}:${count}`).join(' '),
+  };
+}
+
+async function waitFor(target: string): Promise<void> {
+  for (let attempt = 0; attempt < 150; attempt++) {
+    if (await fetch(target).then((response) => response.ok, () => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${target} did not answer`);
+}
+
+function timeIt(work: () => unknown, runs: number): number[] {
+  work();
+  return Array.from({ length: runs }, () => {
+    const started = performance.now();
+    work();
+    return performance.now() - started;
+  });
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}

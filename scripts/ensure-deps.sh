@@ -1,0 +1,536 @@
+#!/usr/bin/env bash
+# Make this machine ready to run the platform, idempotently. Run by `npm start` and
+# `npm test` before the TypeScript orchestrator (scripts/platform.ts).
+#
+#   1. npm dependencies (npm ci when node_modules is missing or stale)
+#   2. PostgreSQL, when DATABASE_URL points at this machine: install, start, wait
+#   3. pgvector for that server (built from Debian trixie's source package)
+#   4. Redis, when REDIS_URL points at this machine: install, start, wait
+#   5. Temporal CLI, when TEMPORAL_ADDRESS is unset (the orchestrator runs the dev server)
+#
+# Services this script starts are recorded, one per line, in $DATA_DIR/run/started-services:
+#   postgres <major> <cluster>     e.g. "postgres 15 main"
+#                                  (stop: pg_ctlcluster --skip-systemctl-redirect <major> <cluster> stop)
+#   redis <port>                   e.g. "redis 6379"        (stop: redis-cli -p <port> shutdown nosave;
+#                                                             pid in $DATA_DIR/run/redis.pid)
+# Nothing is started when it already runs, so a second run only does cheap checks.
+# Command output goes to log files ($DATA_DIR/run/logs, $SVC_CACHE_DIR/logs); only one status
+# line per step is printed (stderr), plus the log tail when something fails.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+log() { printf 'ensure-deps: %s\n' "$*" >&2; }
+die() { printf 'ensure-deps: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Configuration: ./.env, where the process environment wins (as with Node's loadEnvFile).
+# An empty variable counts as unset, as in shared/config.ts.
+CONFIG_VARS=(DATABASE_URL REDIS_URL TEMPORAL_ADDRESS DATA_DIR SVC_CACHE_DIR XDG_CACHE_HOME)
+if [[ -f .env ]]; then
+  declare -A saved_env=()
+  for var in "${CONFIG_VARS[@]}"; do
+    if [[ -n ${!var:-} ]]; then saved_env[$var]=${!var}; fi
+  done
+  set -a
+  # shellcheck disable=SC1091
+  . ./.env
+  set +a
+  for var in "${!saved_env[@]}"; do
+    export "$var=${saved_env[$var]}"
+  done
+  unset saved_env var
+fi
+
+DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/svc_platform}
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
+TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-}
+DATA_DIR=${DATA_DIR:-.data}
+SVC_CACHE_DIR=${SVC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/svc-platform}
+
+absolute() { # path relative to the repo root -> absolute path
+  case $1 in
+    /*) printf '%s\n' "$1" ;;
+    *) local p=${1#./}; printf '%s\n' "$ROOT/${p:-.}" ;;
+  esac
+}
+DATA_DIR=$(absolute "$DATA_DIR")
+SVC_CACHE_DIR=$(absolute "$SVC_CACHE_DIR")
+RUN_DIR=$DATA_DIR/run
+STARTED_FILE=$RUN_DIR/started-services
+LOG_DIR=$RUN_DIR/logs
+CACHE_LOG_DIR=$SVC_CACHE_DIR/logs
+mkdir -p "$RUN_DIR" "$LOG_DIR" "$SVC_CACHE_DIR" "$CACHE_LOG_DIR"
+
+SUDO=()
+if [[ $EUID -ne 0 ]] && command -v sudo >/dev/null 2>&1; then SUDO=(sudo -n); fi
+
+# One run at a time per machine (shared system packages, services and cache).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$SVC_CACHE_DIR/ensure-deps.lock"
+  if ! flock -n 9; then
+    log "waiting for another ensure-deps run to finish"
+    flock -w 1800 9 || die "timed out waiting for the lock $SVC_CACHE_DIR/ensure-deps.lock"
+  fi
+fi
+
+# try_logged LOGFILE CMD...: run CMD with its output appended to LOGFILE; return its status.
+# (fd 9, the lock, is closed so that daemons started here do not keep holding it.)
+try_logged() {
+  local logfile=$1
+  shift
+  printf '\n=== %s: %s\n' "$(date '+%F %T')" "$*" >>"$logfile"
+  "$@" >>"$logfile" 2>&1 </dev/null 9>&-
+}
+
+# die_with_log LOGFILE MESSAGE [STATUS]: print MESSAGE and the log's tail, exit.
+die_with_log() {
+  printf 'ensure-deps: ERROR: %s\n' "$2" >&2
+  printf 'ensure-deps: last lines of %s:\n' "$1" >&2
+  tail -n 40 "$1" | sed 's/^/    /' >&2
+  exit "${3:-1}"
+}
+
+# run_logged LOGFILE CMD...: like try_logged, but on failure print the log's tail and exit.
+run_logged() {
+  local logfile=$1 rc=0
+  try_logged "$@" || rc=$?
+  if ((rc != 0)); then
+    shift
+    die_with_log "$logfile" "command failed (exit $rc): $*" "$rc"
+  fi
+}
+
+record_started() { # LINE: append to started-services unless already there
+  touch "$STARTED_FILE"
+  grep -qxF -- "$1" "$STARTED_FILE" || printf '%s\n' "$1" >>"$STARTED_FILE"
+}
+
+percent_decode() { printf '%b' "${1//%/\\x}"; }
+
+# parse_url URL DEFAULT_PORT: sets URL_SCHEME URL_AUTHORITY URL_QUERY URL_USER URL_PASS
+# URL_HOST URL_PORT. Handles scheme://[user[:pass]@]host[:port][/path][?query], [v6] hosts,
+# percent-encoded socket directories, and libpq's ?host=/?port= parameters. Multi-host
+# URLs use their first host.
+parse_url() {
+  local url=$1 default_port=$2 rest userinfo hostport param key value
+  URL_SCHEME="" URL_QUERY="" URL_USER="" URL_PASS="" URL_HOST="" URL_PORT=""
+  if [[ $url == *://* ]]; then URL_SCHEME=${url%%://*}; rest=${url#*://}; else rest=$url; fi
+  rest=${rest%%#*}
+  if [[ $rest == *\?* ]]; then URL_QUERY=${rest#*\?}; rest=${rest%%\?*}; fi
+  URL_AUTHORITY=${rest%%/*}
+  if [[ $URL_AUTHORITY == *@* ]]; then
+    userinfo=${URL_AUTHORITY%@*}
+    hostport=${URL_AUTHORITY##*@}
+    URL_USER=$(percent_decode "${userinfo%%:*}")
+    if [[ $userinfo == *:* ]]; then URL_PASS=$(percent_decode "${userinfo#*:}"); fi
+  else
+    hostport=$URL_AUTHORITY
+  fi
+  hostport=${hostport%%,*}
+  if [[ $hostport == \[* ]]; then
+    URL_HOST=${hostport#\[}
+    URL_HOST=${URL_HOST%%\]*}
+    rest=${hostport#*\]}
+    [[ $rest == :* ]] && URL_PORT=${rest#:}
+  elif [[ $hostport == *:* ]]; then
+    URL_HOST=${hostport%:*}
+    URL_PORT=${hostport##*:}
+  else
+    URL_HOST=$hostport
+  fi
+  URL_HOST=$(percent_decode "$URL_HOST")
+  if [[ -n $URL_QUERY ]]; then
+    local IFS='&'
+    for param in $URL_QUERY; do
+      key=${param%%=*}
+      value=$(percent_decode "${param#*=}")
+      case $key in
+        host) [[ -n $value ]] && URL_HOST=${value%%,*} ;;
+        port) [[ -n $value ]] && URL_PORT=${value%%,*} ;;
+      esac
+    done
+  fi
+  URL_PORT=${URL_PORT:-$default_port}
+  [[ $URL_PORT =~ ^[0-9]+$ ]] || die "cannot parse the port of '$url'"
+}
+
+is_local_host() {
+  case $1 in
+    "" | 127.0.0.1 | localhost | ::1 | /*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS=(-o DPkg::Lock::Timeout=120 -o APT::Get::Assume-Yes=true)
+APT_LOG=$CACHE_LOG_DIR/apt.log
+APT_UPDATED=0
+
+# apt_install PKG...: install the packages that are not installed yet (no recommends).
+apt_install() {
+  local missing=() pkg out
+  for pkg in "$@"; do
+    out=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [[ $out == "install ok installed" ]] || missing+=("$pkg")
+  done
+  ((${#missing[@]} > 0)) || return 0
+  if ((APT_UPDATED == 0)); then
+    for pkg in "${missing[@]}"; do
+      out=$(apt-cache policy "$pkg" 2>/dev/null || true)
+      if [[ ! $out =~ Candidate:\ [^\(] ]]; then
+        log "apt-get update (no candidate for $pkg)"
+        run_logged "$APT_LOG" "${SUDO[@]}" apt-get "${APT_OPTS[@]}" update
+        APT_UPDATED=1
+        break
+      fi
+    done
+  fi
+  log "apt-get install ${missing[*]}"
+  run_logged "$APT_LOG" "${SUDO[@]}" apt-get "${APT_OPTS[@]}" install -y --no-install-recommends "${missing[@]}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. npm dependencies
+step_npm() {
+  command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
+  local reason=""
+  if [[ ! -d node_modules ]]; then
+    reason="node_modules missing"
+  elif [[ ! -f package-lock.json ]]; then
+    reason="package-lock.json missing"
+  elif [[ ! -f node_modules/.package-lock.json ]]; then
+    reason="node_modules/.package-lock.json missing"
+  elif [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+    reason="package-lock.json changed"
+  fi
+  if [[ -z $reason ]]; then
+    log "npm dependencies up to date"
+    return
+  fi
+  local npmlog=$LOG_DIR/npm.log
+  : >"$npmlog"
+  if [[ -f package-lock.json ]]; then
+    log "npm dependencies: npm ci ($reason)"
+    if ! try_logged "$npmlog" npm ci --no-audit --no-fund; then
+      # npm 11 writes lock files without the optional packages of other platforms (e.g.
+      # @swc/core-darwin-arm64) and then its own `npm ci` rejects them as "not in sync"
+      # (npm/cli#4828, #8805). `npm install` accepts such a lock file as it is.
+      if grep -q 'can only install packages when your package.json and package-lock.json' "$npmlog"; then
+        log "npm ci rejected package-lock.json as out of sync; using npm install (may update package-lock.json)"
+        run_logged "$npmlog" npm install --no-audit --no-fund
+      else
+        die_with_log "$npmlog" "npm ci failed"
+      fi
+    fi
+  else
+    log "npm dependencies: npm install ($reason)"
+    run_logged "$npmlog" npm install --no-audit --no-fund
+  fi
+  # npm may write package-lock.json after node_modules/.package-lock.json; mark the install
+  # as newer so that the next run does not reinstall.
+  [[ -f node_modules/.package-lock.json ]] && touch node_modules/.package-lock.json
+  log "npm dependencies installed"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. PostgreSQL
+PG_LOCAL=0
+PG_MAJOR=""
+
+pg_ready() {
+  local args=(-q -p "$URL_PORT" -t 3)
+  [[ -n $URL_HOST ]] && args+=(-h "$URL_HOST")
+  pg_isready "${args[@]}" >/dev/null 2>&1
+}
+
+# "major cluster status" of the local cluster listening on the URL's port (empty if none).
+pg_cluster_for_port() {
+  pg_lsclusters -h 2>/dev/null | awk -v port="$URL_PORT" '$3 == port { print $1, $2, $4; exit }'
+}
+
+step_postgres() {
+  parse_url "$DATABASE_URL" 5432
+  if ! is_local_host "$URL_HOST"; then
+    log "PostgreSQL at $URL_HOST:$URL_PORT is external, not managed here"
+    return
+  fi
+  PG_LOCAL=1
+  if command -v pg_isready >/dev/null 2>&1 && pg_ready; then
+    log "PostgreSQL running on port $URL_PORT"
+    return
+  fi
+  # pg_lsclusters alone (postgresql-common) also comes with the client: check for a server too.
+  if ! command -v pg_lsclusters >/dev/null 2>&1 || ! compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; then
+    apt_install postgresql
+    command -v pg_lsclusters >/dev/null 2>&1 || die "pg_lsclusters still missing after installing postgresql"
+  fi
+  command -v pg_isready >/dev/null 2>&1 || apt_install postgresql-client
+  if pg_ready; then # started by the package's install scripts
+    log "PostgreSQL running on port $URL_PORT"
+    return
+  fi
+
+  local line major cluster status
+  line=$(pg_cluster_for_port)
+  if [[ -z $line ]]; then
+    if [[ -z $(pg_lsclusters -h 2>/dev/null) ]]; then
+      # Server binaries but no cluster at all: create the default one on the URL's port.
+      major=$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | sort -n | tail -n 1)
+      [[ -n $major ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql"
+      log "creating PostgreSQL cluster $major/main on port $URL_PORT"
+      run_logged "$CACHE_LOG_DIR/postgres.log" "${SUDO[@]}" pg_createcluster "$major" main -p "$URL_PORT"
+      line=$(pg_cluster_for_port)
+    fi
+    [[ -n $line ]] || die "no local PostgreSQL cluster uses port $URL_PORT (DATABASE_URL); clusters: $(pg_lsclusters -h 2>/dev/null | awk '{printf "%s/%s:%s ", $1, $2, $3}')"
+  fi
+  read -r major cluster status <<<"$line"
+  if [[ $status != online* ]]; then
+    log "starting PostgreSQL $major/$cluster on port $URL_PORT"
+    run_logged "$CACHE_LOG_DIR/postgres.log" "${SUDO[@]}" pg_ctlcluster --skip-systemctl-redirect "$major" "$cluster" start
+    record_started "postgres $major $cluster"
+  fi
+  local i
+  for ((i = 0; i < 60; i++)); do
+    pg_ready && break
+    sleep 0.5
+  done
+  if ! pg_ready; then
+    local pglog=/var/log/postgresql/postgresql-$major-$cluster.log
+    [[ -r $pglog ]] && tail -n 20 "$pglog" | sed 's/^/    /' >&2
+    die "PostgreSQL $major/$cluster does not accept connections on ${URL_HOST:-<socket>}:$URL_PORT after 30 s"
+  fi
+  log "PostgreSQL $major/$cluster started"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 3. pgvector
+pg_server_major() {
+  local maint num
+  # The same URL with the maintenance database (svc_platform may not exist yet).
+  maint="${URL_SCHEME:-postgres}://$URL_AUTHORITY/postgres${URL_QUERY:+?$URL_QUERY}"
+  if num=$(PGCONNECT_TIMEOUT=5 psql -X -w -Atc 'show server_version_num' "$maint" 2>/dev/null) && [[ $num =~ ^[0-9]+$ ]]; then
+    printf '%s\n' $((num / 10000))
+    return
+  fi
+  local line
+  line=$(pg_cluster_for_port)
+  [[ -n $line ]] || return 1
+  printf '%s\n' "${line%% *}"
+}
+
+# Mirror URI and Signed-By of the configured main Debian (bookworm) repository.
+debian_mirror() {
+  local uri="" signed="" f
+  if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+    # deb822: the stanza of Types deb whose Suites contain exactly "bookworm".
+    read -r uri signed < <(awk '
+      function flush() {
+        if (!done && is_deb && has_suite && uri != "") { print uri, (signed == "" ? "-" : signed); done = 1 }
+        is_deb = 0; has_suite = 0; uri = ""; signed = ""
+      }
+      /^[[:space:]]*$/ { flush(); next }
+      /^#/ { next }
+      tolower($1) == "types:"     { for (i = 2; i <= NF; i++) if ($i == "deb") is_deb = 1 }
+      tolower($1) == "suites:"    { for (i = 2; i <= NF; i++) if ($i == "bookworm") has_suite = 1 }
+      tolower($1) == "uris:"      { uri = $2 }
+      tolower($1) == "signed-by:" { signed = $2 }
+      END { flush() }' /etc/apt/sources.list.d/debian.sources) || true
+  fi
+  if [[ -z $uri ]]; then
+    # One-line format: deb [options] URI bookworm components
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [[ -f $f ]] || continue
+      read -r uri signed < <(awk '
+        $1 == "deb" {
+          s = "-"; i = 2
+          if ($2 ~ /^\[/) {
+            for (; i <= NF; i++) {
+              o = $i; gsub(/[][]/, "", o)
+              if (o ~ /^signed-by=/) s = substr(o, 11)
+              if ($i ~ /\]$/) { i++; break }
+            }
+          }
+          if ($(i + 1) == "bookworm") { print $i, s; exit }
+        }' "$f") || true
+      [[ -n $uri ]] && break
+    done
+  fi
+  [[ -n $uri ]] || return 1
+  if [[ -z $signed || $signed == - ]]; then
+    signed=""
+    [[ -f /usr/share/keyrings/debian-archive-keyring.gpg ]] && signed=/usr/share/keyrings/debian-archive-keyring.gpg
+  fi
+  printf '%s %s\n' "$uri" "${signed:--}"
+}
+
+step_pgvector() {
+  if ((PG_LOCAL == 0)); then
+    log "pgvector not managed (external PostgreSQL)"
+    return
+  fi
+  PG_MAJOR=$(pg_server_major) || die "cannot determine the PostgreSQL server version"
+  local control=/usr/share/postgresql/$PG_MAJOR/extension/vector.control
+  local library=/usr/lib/postgresql/$PG_MAJOR/lib/vector.so
+  if [[ -f $control && -f $library ]]; then
+    log "pgvector present (PostgreSQL $PG_MAJOR)"
+    return
+  fi
+  log "pgvector missing for PostgreSQL $PG_MAJOR: building it from Debian trixie's source package"
+
+  local mirror uri signed
+  mirror=$(debian_mirror) || die "cannot find the Debian mirror (bookworm) in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+  read -r uri signed <<<"$mirror"
+  local list=/etc/apt/sources.list.d/svc-pgvector-src.sources content
+  content="# Added by svc-platform scripts/ensure-deps.sh to build pgvector from source.
+Types: deb-src
+URIs: $uri
+Suites: trixie
+Components: main"
+  [[ $signed != - ]] && content+=$'\n'"Signed-By: $signed"
+  if [[ ! -f $list || $(<"$list") != "$content" ]]; then
+    printf '%s\n' "$content" | "${SUDO[@]}" tee "$list" >/dev/null
+  fi
+
+  apt_install "postgresql-server-dev-$PG_MAJOR" dpkg-dev build-essential
+
+  # Refresh only the pgvector source list; keep the other lists (List-Cleanup=0).
+  log "apt-get update (trixie deb-src only)"
+  run_logged "$APT_LOG" "${SUDO[@]}" apt-get "${APT_OPTS[@]}" \
+    -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 update
+
+  local srcroot=$SVC_CACHE_DIR/src/pgvector srcdir
+  mkdir -p "$srcroot"
+  srcdir=$(find "$srcroot" -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | sort -V | tail -n 1)
+  if [[ -z $srcdir || ! -f $srcdir/Makefile || ! -f $srcdir/.svc-complete ]]; then
+    rm -rf "${srcroot:?}"/*
+    log "apt-get source pgvector/trixie"
+    (cd "$srcroot" && run_logged "$CACHE_LOG_DIR/pgvector.log" apt-get "${APT_OPTS[@]}" source pgvector/trixie)
+    srcdir=$(find "$srcroot" -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | sort -V | tail -n 1)
+    [[ -n $srcdir && -f $srcdir/Makefile ]] || die "apt-get source pgvector did not unpack a source tree into $srcroot"
+    touch "$srcdir/.svc-complete"
+  fi
+
+  local pg_config=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+  [[ -x $pg_config ]] || die "$pg_config missing"
+  # OPTFLAGS= as in Debian's own build: no -march=native, so the library runs on any x86-64.
+  log "building $(basename "$srcdir") for PostgreSQL $PG_MAJOR"
+  run_logged "$CACHE_LOG_DIR/pgvector.log" make -C "$srcdir" -j"$(nproc 2>/dev/null || echo 2)" PG_CONFIG="$pg_config" OPTFLAGS=
+  run_logged "$CACHE_LOG_DIR/pgvector.log" "${SUDO[@]}" make -C "$srcdir" install PG_CONFIG="$pg_config" OPTFLAGS=
+  [[ -f $control && -f $library ]] || die "pgvector installed, but $control or $library is missing (see $CACHE_LOG_DIR/pgvector.log)"
+  log "pgvector installed (PostgreSQL $PG_MAJOR)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 4. Redis
+redis_ping() { # prints the reply
+  local args=(-h "${URL_HOST:-127.0.0.1}" -p "$URL_PORT")
+  if [[ -n $URL_PASS ]]; then
+    [[ -n $URL_USER ]] && args+=(--user "$URL_USER")
+  fi
+  REDISCLI_AUTH=$URL_PASS timeout 5 redis-cli "${args[@]}" ping 2>&1 || true
+}
+
+step_redis() {
+  if [[ $REDIS_URL == unix:* || $REDIS_URL == redis+unix:* || $REDIS_URL == /* ]]; then
+    log "Redis via a unix socket ($REDIS_URL), not managed here"
+    return
+  fi
+  parse_url "$REDIS_URL" 6379
+  if ! is_local_host "$URL_HOST" || [[ $URL_HOST == /* ]]; then
+    log "Redis at $URL_HOST:$URL_PORT is external, not managed here"
+    return
+  fi
+  local reply=""
+  command -v redis-cli >/dev/null 2>&1 && reply=$(redis_ping)
+  if [[ $reply != *PONG* && $reply != *NOAUTH* && $reply != *WRONGPASS* && $reply != *LOADING* ]] &&
+    { ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; }; then
+    apt_install redis-server
+    reply=$(redis_ping)
+  fi
+  case $reply in
+    *PONG*)
+      log "Redis running on port $URL_PORT"
+      return
+      ;;
+    *NOAUTH* | *WRONGPASS* | *LOADING*)
+      log "Redis running on port $URL_PORT (reply: ${reply%%$'\n'*})"
+      return
+      ;;
+  esac
+
+  log "starting Redis on port $URL_PORT"
+  mkdir -p "$DATA_DIR/redis"
+  local redislog=$RUN_DIR/redis.log
+  run_logged "$redislog" redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$URL_PORT" \
+    --save "" --appendonly no --dir "$DATA_DIR/redis" \
+    --pidfile "$RUN_DIR/redis.pid" --logfile "$redislog"
+  local i
+  for ((i = 0; i < 40; i++)); do
+    reply=$(redis_ping)
+    [[ $reply == *PONG* ]] && break
+    sleep 0.25
+  done
+  if [[ $reply != *PONG* ]]; then
+    tail -n 20 "$redislog" 2>/dev/null | sed 's/^/    /' >&2
+    die "Redis on port $URL_PORT does not answer PING after 10 s (log: $redislog)"
+  fi
+  record_started "redis $URL_PORT"
+  log "Redis started on port $URL_PORT"
+}
+
+# ---------------------------------------------------------------------------------------------
+# 5. Temporal CLI
+TEMPORAL_CLI_MODULE=github.com/temporalio/cli/cmd/temporal
+TEMPORAL_CLI_VERSION=v1.5.1  # later versions cannot be installed with `go install`
+
+temporal_ok() { [[ -x $1 ]] && "$1" --version >/dev/null 2>&1; }
+
+step_temporal() {
+  if [[ -n $TEMPORAL_ADDRESS ]]; then
+    log "Temporal CLI not needed (TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS)"
+    return
+  fi
+  local bin=$SVC_CACHE_DIR/bin/temporal
+  if temporal_ok "$bin"; then
+    log "Temporal CLI present ($("$bin" --version 2>/dev/null | head -n 1))"
+    return
+  fi
+  # Another `go install` of the CLI (e.g. started by hand) may be writing it right now.
+  if pgrep -f "go install $TEMPORAL_CLI_MODULE" >/dev/null 2>&1; then
+    log "waiting for a running 'go install' of the Temporal CLI"
+    local i
+    for ((i = 0; i < 1800; i++)); do
+      pgrep -f "go install $TEMPORAL_CLI_MODULE" >/dev/null 2>&1 || break
+      sleep 1
+    done
+    if temporal_ok "$bin"; then
+      log "Temporal CLI present ($("$bin" --version 2>/dev/null | head -n 1))"
+      return
+    fi
+  fi
+
+  local go
+  go=$(command -v go 2>/dev/null || true)
+  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
+  [[ -n $go ]] || die "Go is needed to install the Temporal CLI (not on PATH, not at /usr/local/go/bin/go); or set TEMPORAL_ADDRESS"
+  log "installing Temporal CLI $TEMPORAL_CLI_VERSION with go install (takes a few minutes)"
+  local tmpbin
+  mkdir -p "$SVC_CACHE_DIR/bin"
+  tmpbin=$(mktemp -d "$SVC_CACHE_DIR/bin/.install.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmpbin'" EXIT
+  run_logged "$CACHE_LOG_DIR/temporal-install.log" env GOBIN="$tmpbin" "$go" install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION"
+  mv -f "$tmpbin/temporal" "$bin"
+  rm -rf "$tmpbin"
+  trap - EXIT
+  temporal_ok "$bin" || die "$bin --version fails after go install"
+  log "Temporal CLI installed ($("$bin" --version 2>/dev/null | head -n 1))"
+}
+
+step_npm
+step_postgres
+step_pgvector
+step_redis
+step_temporal
