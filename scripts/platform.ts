@@ -103,10 +103,12 @@ async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress };
   spawnNode('workers/main.ts', env);
   spawnNode('api/main.ts', env);
-  await waitForApi(`${config.publicBaseUrl}/v1/health`);
+  const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
   const lines = [
     '',
-    'The platform is up. Ctrl-C stops everything this command started.',
+    health.status === 'ok'
+      ? 'The platform is up. Ctrl-C stops everything this command started.'
+      : `The platform is up but degraded (${health.failing.join(', ')}); see /v1/health. Ctrl-C stops everything this command started.`,
     `  Gateway API      ${config.publicBaseUrl}/v1`,
     `  Health           ${config.publicBaseUrl}/v1/health`,
     `  Metrics          ${config.publicBaseUrl}/metrics`,
@@ -117,14 +119,22 @@ async function startPlatform(temporalAddress: string): Promise<void> {
   process.stderr.write(`${lines.join('\n')}\n`);
 }
 
-async function waitForApi(url: string): Promise<void> {
+/** Waits until every check is green (the worker polls once its workflow bundle is built), at most a minute. */
+async function waitForGreenHealth(url: string): Promise<{ status: string; failing: string[] }> {
   const deadline = Date.now() + 60_000;
+  let last: { status: string; failing: string[] } | undefined;
   while (Date.now() < deadline && !stopping) {
-    const answered = await fetch(url).then((response) => response.ok, () => false);
-    if (answered) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const report = (await fetch(url).then((response) => (response.ok ? response.json() : undefined), () => undefined)) as
+      | { status: string; checks: Record<string, { ok: boolean }> }
+      | undefined;
+    if (report) {
+      last = { status: report.status, failing: Object.entries(report.checks).filter(([, check]) => !check.ok).map(([name]) => name) };
+      if (report.status === 'ok') return last;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  if (!stopping) throw new Error(`the API did not answer at ${url} within 60 s`);
+  if (!last) throw new Error(`the API did not answer at ${url} within 60 s`);
+  return last;
 }
 
 async function runTests(temporalAddress: string): Promise<void> {

@@ -3,12 +3,13 @@ import { createPlatform } from '../shared/platform/platform.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
 import { consumerDefinitions } from './consumers.js';
-import { bundleWorkflows, createTemporalWorker } from './temporal-worker.js';
+import { bundleWorkflows, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
 const config = loadConfig();
 const platform = createPlatform(config, 'worker');
 const { logger } = platform;
 await platform.ready;
+installTemporalLogging(logger);
 
 const bundle = await bundleWorkflows();
 const { worker, connection } = await createTemporalWorker(platform, { bundle });

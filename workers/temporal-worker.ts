@@ -1,9 +1,32 @@
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Logger } from '../shared/logger.js';
 import type { Platform } from '../shared/platform/platform.js';
 import { createActivities } from './activities.js';
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/**
+ * Routes the Temporal SDK's own log lines (worker state, task failures) into the process's JSON
+ * logger. The SDK runtime is a per-process singleton, so only the first call takes effect.
+ */
+export function installTemporalLogging(logger: Logger): void {
+  if (temporalLoggingInstalled) return;
+  temporalLoggingInstalled = true;
+  const sdk = logger.child({ component: 'temporal-sdk' });
+  const write = (level: 'trace' | 'debug' | 'info' | 'warn' | 'error', message: string, meta?: Record<string, unknown>) => sdk[level](meta ?? {}, message);
+  Runtime.install({
+    logger: {
+      log: (level, message, meta) => write(level.toLowerCase() as 'info', message, meta),
+      trace: (message, meta) => write('trace', message, meta),
+      debug: (message, meta) => write('debug', message, meta),
+      info: (message, meta) => write('info', message, meta),
+      warn: (message, meta) => write('warn', message, meta),
+      error: (message, meta) => write('error', message, meta),
+    },
+  });
+}
+let temporalLoggingInstalled = false;
 
 /** Bundles the workflow code once; every Worker of the process reuses the bundle. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
@@ -17,7 +40,7 @@ export interface TemporalWorkerOptions {
 
 /** A Temporal worker polling the platform's task queue with the platform's activities. */
 export async function createTemporalWorker(platform: Platform, options: TemporalWorkerOptions): Promise<{ worker: Worker; connection: NativeConnection }> {
-  const connection = await NativeConnection.connect({ address: platform.config.temporalAddress });
+  const connection = await connectUntilReachable(platform.config.temporalAddress, platform.logger);
   const worker = await Worker.create({
     connection,
     namespace: platform.config.TEMPORAL_NAMESPACE,
@@ -26,6 +49,18 @@ export async function createTemporalWorker(platform: Platform, options: Temporal
     activities: createActivities(platform),
   });
   return { worker, connection };
+}
+
+/** A worker may start before its Temporal server (a fresh cluster, a restart); it waits rather than dies. */
+async function connectUntilReachable(address: string, logger: Logger): Promise<NativeConnection> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await NativeConnection.connect({ address });
+    } catch (error) {
+      if (attempt === 0) logger.warn({ address, err: error }, 'Temporal not reachable yet; retrying every 2 s');
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+  }
 }
 
 // The bundler reports each webpack step at info level; only problems are worth a log line.
