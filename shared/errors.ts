@@ -59,9 +59,58 @@ const CATALOG = {
   },
   not_found: { status: 404, type: 'not_found_error', message: 'No such resource.' },
 
+  origin_not_allowed: { status: 403, type: 'permission_error', message: 'The Origin header is missing or not in this client token\'s allowlist.' },
+  ip_binding_violation: { status: 403, type: 'permission_error', message: 'This client token is bound to another IP address.' },
+  dashboard_origin_mismatch: { status: 403, type: 'permission_error', message: 'Dashboard changes must come from the dashboard itself (Origin mismatch).' },
+
+  // Rate limits (spec 1, "Rate limits and wallets"); each carries retry_after_seconds and Retry-After.
+  edge_rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests from this address and credential.' },
+  developer_rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'This developer account is over its request or token rate limit.' },
+  customer_rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'This customer is over its request or token rate limit.' },
+  client_token_rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'This client token is over its requests-per-minute limit.' },
+  lazy_create_rate_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many customers were created on first use; create customers explicitly or retry later.' },
+  mint_rate_limit: { status: 429, type: 'rate_limit_error', message: 'More than 100 client tokens were minted for this customer in the last minute.' },
+  rate_limited: { status: 429, type: 'rate_limit_error', message: 'Too many provisioning calls with this key in the last minute.' },
+
+  // Wallets and budgets.
+  wallet_empty: { status: 402, type: 'payment_required', message: 'The developer wallet cannot pay for this call. Top it up.' },
+  customer_wallet_empty: { status: 402, type: 'payment_required', message: "The customer's prepaid wallet cannot pay for this call." },
+  customer_budget_exceeded: { status: 402, type: 'payment_required', message: "The customer's monthly budget is spent until the calendar month rolls (UTC)." },
+  insufficient_funds: { status: 402, type: 'payment_required', message: 'The developer wallet cannot fund this grant.' },
+  invalid_amount: { status: 400, type: 'invalid_request_error', message: 'The amount must be a non-zero finite number.' },
+  amount_too_large: { status: 400, type: 'invalid_request_error', message: 'The amount is over the per-call limit.' },
+  wallet_error: { status: 500, type: 'api_error', message: 'The wallet ledger could not be written; nothing was charged. Retry with backoff.' },
+
+  // Customers and metadata.
+  customer_not_found: { status: 404, type: 'not_found_error', message: 'No such customer, and it was not created on first use.' },
+  external_id_taken: { status: 409, type: 'conflict_error', message: 'Another customer of this developer already has that external_id.' },
+  empty_patch: { status: 400, type: 'invalid_request_error', message: 'The patch names no updatable field.' },
+  billable_defaults_mutex: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'default_billable_markup_pct and default_billable_amount_usd cannot both be set.',
+  },
+  invalid_rpm_limit: { status: 400, type: 'invalid_request_error', message: 'rpm_limit must be a positive integer.' },
+  invalid_tpm_limit: { status: 400, type: 'invalid_request_error', message: 'tpm_limit must be a positive integer.' },
+  invalid_monthly_budget_usd: { status: 400, type: 'invalid_request_error', message: 'monthly_budget_usd must be a non-negative number.' },
+  invalid_default_billable_markup_pct: { status: 400, type: 'invalid_request_error', message: 'default_billable_markup_pct must be a non-negative number.' },
+  invalid_default_billable_amount_usd: { status: 400, type: 'invalid_request_error', message: 'default_billable_amount_usd must be a non-negative number.' },
+  invalid_lazy_create_customers: { status: 400, type: 'invalid_request_error', message: 'lazy_create_customers must be a boolean.' },
+  invalid_external_id: { status: 400, type: 'invalid_request_error', message: 'external_id must be 1-256 printable characters.' },
+  invalid_metadata: { status: 400, type: 'invalid_request_error', message: 'metadata must be an object of string values (keys up to 64, values up to 512 characters).' },
+  metadata_too_many_keys: { status: 400, type: 'invalid_request_error', message: 'metadata has more than 16 keys.' },
+  metadata_too_large: { status: 400, type: 'invalid_request_error', message: 'metadata is larger than its serialized size limit.' },
+
+  // Client tokens.
+  invalid_ttl: { status: 400, type: 'invalid_request_error', message: 'ttl_seconds must be an integer from 60 to 3600.' },
+  invalid_origin_allowlist: { status: 400, type: 'invalid_request_error', message: 'origin_allowlist entries must be non-empty strings of at most 512 characters.' },
+  rpm_exceeds_customer_cap: { status: 400, type: 'invalid_request_error', message: "rpm_limit is above the customer's rpm_limit." },
+  invalid_scope: { status: 400, type: 'invalid_request_error', message: 'scope must be a subset of chat, conversations, embeddings, moderations, assistants_threads.' },
+
   // Accounts (spec 1, "Accounts").
   account_not_found: { status: 404, type: 'not_found_error', message: 'No such account under this developer.' },
   account_exists: { status: 409, type: 'conflict_error', message: 'The email or username is already in use.' },
+  cap_reached: { status: 403, type: 'permission_error', message: 'The active-account limit is reached; close an account first.' },
 
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
