@@ -41,6 +41,21 @@ const configSchema = z.object({
   /** Web UI link printed at start and shown by /v1/health; derived from the dev server when unset. */
   TEMPORAL_UI_URL: z.url().optional(),
 
+  /** Rate-limit defaults (requests or tokens per minute); customers and client tokens carry their own. */
+  EDGE_RPM_LIMIT: z.coerce.number().int().min(1).default(1_200),
+  DEVELOPER_RPM_LIMIT: z.coerce.number().int().min(1).default(3_000),
+  DEVELOPER_TPM_LIMIT: z.coerce.number().int().min(1).default(5_000_000),
+  /** Customers created on first use, per developer per minute. */
+  LAZY_CREATE_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  /** Calls per minute on one rsk_ provisioning key. */
+  PROVISIONING_RPM_LIMIT: z.coerce.number().int().min(1).default(60),
+  /** Active provisioned accounts per developer. */
+  ACCOUNT_CAP: z.coerce.number().int().min(1).default(10),
+  /** Largest magnitude of one wallet adjust or top-up, in USD. */
+  WALLET_ADJUST_CAP_USD: z.coerce.number().positive().default(10_000),
+  /** A wallet.low event fires when a balance falls below this, in USD. */
+  WALLET_LOW_THRESHOLD_USD: z.coerce.number().min(0).default(5),
+
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
 });

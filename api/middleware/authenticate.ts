@@ -1,9 +1,11 @@
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { authenticateDeveloperKey, authenticateProvisioningKey, type Principal } from '../../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
 import { grantsScope } from '../../shared/accounts/scopes.js';
-import type { Db } from '../../shared/db/pool.js';
 import { serviceError } from '../../shared/errors.js';
+import type { Platform } from '../../shared/platform/platform.js';
+import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
+import { developerLayers, edgeLayer, provisioningLayer } from '../../shared/ratelimit/layers.js';
 
 /**
  * Runs before routing. The first word of Authorization selects the scheme, checked as the literal
@@ -21,28 +23,46 @@ export const readCredential: RequestHandler = (req, _res, next) => {
 /**
  * A route for developer `ko_` keys. Client tokens fail closed: a route that does not list them is
  * refused without looking at the token. `scope` is satisfied by an exact match or by `admin`.
+ * Once the key is known, the edge and developer rate-limit layers run in one Redis round trip.
  */
-export function requireDeveloperKey(db: Db, scope: DeveloperScope): RequestHandler {
-  return async (req, _res, next) => {
+export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): RequestHandler {
+  return async (req, res, next) => {
     const credential = req.credential;
     if (!credential) throw serviceError('missing_token');
     if (credential.scheme === 'client') throw serviceError('endpoint_not_allowed_for_client_token');
-    const principal = await authenticateDeveloperKey(db, credential.value);
+    const principal = await authenticateDeveloperKey(platform.db, credential.value);
     if (principal.kind === 'developer_key' && !grantsScope(principal.scopes, scope)) {
       throw serviceError('insufficient_scope', { message: `This route needs the ${scope} scope (or admin); the key has ${principal.scopes.join(', ')}.` });
     }
     req.principal = principal;
+    await enforceLimits(platform, res, [edgeLayer(platform.config, clientIp(req), credential.value), ...developerLayers(platform.config, principal.accountId)]);
     next();
   };
 }
 
 /** A route of /v1/accounts: only the developer's `rsk_` provisioning key opens it. */
-export function requireProvisioningKey(db: Db): RequestHandler {
-  return async (req, _res, next) => {
+export function requireProvisioningKey(platform: Platform): RequestHandler {
+  return async (req, res, next) => {
     if (req.credential?.scheme === 'client') throw serviceError('endpoint_not_allowed_for_client_token');
-    req.principal = await authenticateProvisioningKey(db, req.credential?.value);
+    const principal = await authenticateProvisioningKey(platform.db, req.credential?.value);
+    req.principal = principal;
+    await enforceLimits(platform, res, [
+      edgeLayer(platform.config, clientIp(req), req.credential!.value),
+      provisioningLayer(platform.config.PROVISIONING_RPM_LIMIT, principal.keyId),
+    ]);
     next();
   };
+}
+
+/** Runs the layers; a success carries X-RateLimit-Remaining, a refusal is the layer's 429. */
+export async function enforceLimits(platform: Platform, res: Response, layers: LimitLayer[]): Promise<void> {
+  const remaining = await platform.limiter.enforce(layers);
+  if (remaining !== undefined) res.setHeader('X-RateLimit-Remaining', String(remaining));
+}
+
+/** The caller's address as Express resolves it under TRUST_PROXY_HOPS. */
+export function clientIp(req: Request): string {
+  return req.ip ?? req.socket.remoteAddress ?? 'unknown';
 }
 
 /** The verified caller; routes mounted behind an authentication middleware always have one. */

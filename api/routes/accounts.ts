@@ -7,10 +7,11 @@ import { principalOf, requireDeveloperKey, requireProvisioningKey } from '../mid
 
 const listQuery = z.object({ limit: z.string().optional(), after: z.string().optional() });
 
-export function accountRoutes({ db }: Platform): Router {
+export function accountRoutes(platform: Platform): Router {
+  const { db } = platform;
   const router = Router();
 
-  router.get('/v1/balance', requireDeveloperKey(db, 'api:read'), async (req, res) => {
+  router.get('/v1/balance', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
     const balance = await getBalance(db, principalOf(req).accountId);
     res.json(
       balance.billing === 'linked'
@@ -19,12 +20,12 @@ export function accountRoutes({ db }: Platform): Router {
     );
   });
 
-  router.get('/v1/accounts', requireProvisioningKey(db), async (req, res) => {
+  router.get('/v1/accounts', requireProvisioningKey(platform), async (req, res) => {
     const page = await listProvisionedAccounts(db, principalOf(req).accountId, listQuery.parse(req.query));
     res.json({ ...page, data: page.data.map(formatAccount) });
   });
 
-  router.get('/v1/accounts/:id', requireProvisioningKey(db), async (req, res) => {
+  router.get('/v1/accounts/:id', requireProvisioningKey(platform), async (req, res) => {
     res.json(formatAccount(await getProvisionedAccount(db, principalOf(req).accountId, String(req.params.id))));
   });
 

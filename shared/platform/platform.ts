@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
 import { createLogger, type Logger } from '../logger.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
 import { CpuPool } from './cpu-pool.js';
 import { QueueRegistry } from './queues.js';
 import { createRedis } from './redis.js';
@@ -19,6 +20,7 @@ export interface Platform {
   temporal: TemporalHandle;
   queues: QueueRegistry;
   cpu: CpuPool;
+  limiter: RateLimiter;
   /** Settles once the database is reachable and its vector types are registered (retried until then). */
   ready: Promise<void>;
   close(): Promise<void>;
@@ -30,6 +32,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
   const temporal = connectTemporal(config);
   const queues = new QueueRegistry(redis, `${config.REDIS_KEY_PREFIX}:bull`);
   const cpu = new CpuPool(config.CPU_POOL_THREADS);
+  const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
 
   let closing: Promise<void> | undefined;
   const ready = retryUntilClosed(() => registerVectorTypes(db), () => closing !== undefined, logger);
@@ -45,7 +48,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */

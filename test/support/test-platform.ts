@@ -57,6 +57,24 @@ export async function startTestPlatform(env: Record<string, string> = {}): Promi
   };
 }
 
+/**
+ * Another API replica of the same platform: its own process-level connections and server, the same
+ * database, Redis prefix and task queue, as a second machine behind a load balancer would have.
+ */
+export async function startSecondInstance(first: TestPlatform): Promise<{ baseUrl: string; close(): Promise<void> }> {
+  const platform = createPlatform(first.config, 'test-replica');
+  await platform.ready;
+  const server = await listen(createGatewayApp(platform), 0, '127.0.0.1');
+  return {
+    baseUrl: httpServerUrl(server),
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await platform.close();
+    },
+  };
+}
+
 async function deleteRedisKeys(platform: Platform, pattern: string): Promise<void> {
   if (platform.redis.status !== 'ready') return; // a test may point this platform at no Redis at all
   let cursor = '0';

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LimitLayer } from '../shared/ratelimit/limiter.js';
+import {
+  bearer,
+  call,
+  createDeveloper,
+  createProvisioningKeyFor,
+  startSecondInstance,
+  startTestPlatform,
+  type TestPlatform,
+} from './support/test-platform.js';
+
+function expect429(response: { status: number; headers: Headers; body: any }, code: string): void {
+  expect(response.status).toBe(429);
+  expect(response.body.error).toMatchObject({ type: 'rate_limit_error', code });
+  const retryAfter = response.headers.get('retry-after');
+  expect(retryAfter).toMatch(/^[1-9]\d*$/);
+  expect(response.body.error.retry_after_seconds).toBe(Number(retryAfter));
+  expect(Number(retryAfter)).toBeLessThanOrEqual(60);
+}
+
+describe('developer rpm across two API instances sharing Redis', () => {
+  let gateway: TestPlatform;
+  let replica: Awaited<ReturnType<typeof startSecondInstance>>;
+  beforeAll(async () => {
+    gateway = await startTestPlatform({ DEVELOPER_RPM_LIMIT: '60', DATABASE_POOL_MAX: '20' });
+    replica = await startSecondInstance(gateway);
+  });
+  afterAll(async () => {
+    await replica?.close();
+    await gateway?.close();
+  });
+
+  it('lets exactly 60 of 1,000 concurrent requests through, and refuses the rest with Retry-After', async () => {
+    const developer = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
+    const responses = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => call(i % 2 ? replica.baseUrl : gateway.baseUrl, '/v1/balance', { headers: bearer(developer.key) })),
+    );
+    const passed = responses.filter((response) => response.status === 200);
+    const refused = responses.filter((response) => response.status === 429);
+    expect(passed).toHaveLength(60);
+    expect(refused).toHaveLength(940);
+    for (const response of refused) expect429(response, 'developer_rate_limit_exceeded');
+    // Both replicas served some of the 60: the counter is shared, not per process.
+    const remaining = passed.map((response) => Number(response.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b);
+    expect(remaining).toEqual(Array.from({ length: 60 }, (_, i) => i));
+    expect(responses.every((response) => !response.headers.has('x-ratelimit-limit') && !response.headers.has('x-ratelimit-reset'))).toBe(true);
+  });
+
+  it("keeps one developer's limit away from another's", async () => {
+    const other = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
+    const response = await call(gateway.baseUrl, '/v1/balance', { headers: bearer(other.key) });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-ratelimit-remaining')).toBe('59');
+  });
+});
+
+describe('edge and provisioning layers', () => {
+  let gateway: TestPlatform;
+  beforeAll(async () => {
+    gateway = await startTestPlatform({ EDGE_RPM_LIMIT: '5', PROVISIONING_RPM_LIMIT: '3' });
+  });
+  afterAll(() => gateway?.close());
+
+  it('429 edge_rate_limit_exceeded once one address and key pass the edge ceiling (the lowest ceiling wins)', async () => {
+    const developer = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push((await call(gateway.baseUrl, '/v1/balance', { headers: bearer(developer.key) })).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
+    expect429(await call(gateway.baseUrl, '/v1/balance', { headers: bearer(developer.key) }), 'edge_rate_limit_exceeded');
+    // The refused request was counted in no layer: the developer layer still has its room.
+    const { rows } = await gateway.platform.db.query('SELECT 1');
+    expect(rows).toHaveLength(1);
+    const developerWindow = await gateway.platform.redis.hgetall(`${gateway.config.REDIS_KEY_PREFIX}:rl:developer:${developer.accountId}:rpm`);
+    expect(Object.values(developerWindow).reduce((sum, count) => sum + Number(count), 0)).toBe(5);
+  });
+
+  it('429 rate_limited past the per-minute calls of one rsk_ key', async () => {
+    const developer = await createDeveloper(gateway.platform);
+    const key = await createProvisioningKeyFor(gateway.platform, developer.accountId);
+    for (let i = 0; i < 3; i++) expect((await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(key) })).status).toBe(200);
+    expect429(await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(key) }), 'rate_limited');
+  });
+});
+
+describe('the sliding-window limiter', () => {
+  let gateway: TestPlatform;
+  beforeAll(async () => {
+    gateway = await startTestPlatform();
+  });
+  afterAll(() => gateway?.close());
+
+  const layer = (key: string, limit: number, cost: number, countsRequests = true): LimitLayer => ({
+    key,
+    limit,
+    cost,
+    code: 'customer_rate_limit_exceeded',
+    countsRequests,
+  });
+
+  it('checks a token layer with cost 0 and charges the tokens used afterwards', async () => {
+    const { limiter } = gateway.platform;
+    const tokens = layer('t:tpm', 1000, 0, false);
+    expect(await limiter.consume([tokens])).toMatchObject({ allowed: true });
+    await limiter.recordUsage(['t:tpm'], 999);
+    expect(await limiter.consume([tokens])).toMatchObject({ allowed: true });
+    await limiter.recordUsage(['t:tpm'], 5);
+    const refused = await limiter.consume([tokens]);
+    expect(refused).toMatchObject({ allowed: false, layer: { key: 't:tpm' } });
+    if (!refused.allowed) expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+  });
+
+  it('counts nothing in any layer when one layer refuses', async () => {
+    const { limiter } = gateway.platform;
+    const roomy = layer('a:rpm', 100, 1);
+    const full = layer('b:rpm', 1, 1);
+    expect(await limiter.consume([roomy, full])).toEqual({ allowed: true, remaining: 0 });
+    expect(await limiter.consume([roomy, full])).toMatchObject({ allowed: false, layer: { key: 'b:rpm' } });
+    expect(await limiter.consume([roomy])).toEqual({ allowed: true, remaining: 98 });
+  });
+});
