@@ -7,6 +7,7 @@ import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
 import { accountRoutes } from './routes/accounts.js';
+import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
 
 /**
@@ -44,6 +45,7 @@ export function createGatewayApp(platform: Platform, metrics = new HttpMetrics()
   // Routers spell out full paths, so the matched pattern (the metrics label) is the whole route.
   app.use(systemRoutes(platform));
   app.use(accountRoutes(platform));
+  app.use(customerRoutes(platform));
 
   app.use(notFound);
   app.use(errorHandler);
