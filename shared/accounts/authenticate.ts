@@ -6,13 +6,28 @@ import * as repo from './repository.js';
 /** Who is calling, once a credential has been verified. Domain functions take it as the tenant. */
 export type Principal =
   | { kind: 'developer_key'; accountId: string; keyId: string; scopes: readonly string[] }
-  | { kind: 'provisioning_key'; accountId: string; keyId: string };
+  | { kind: 'provisioning_key'; accountId: string; keyId: string }
+  | ClientTokenPrincipal;
+
+/** A verified client token: short-lived, browser side, pinned to one customer of one developer. */
+export interface ClientTokenPrincipal {
+  kind: 'client_token';
+  /** The developer that minted it (the tenant). */
+  accountId: string;
+  jti: string;
+  customerId: string;
+  scopes: readonly ClientTokenScope[];
+  rpmLimit: number;
+}
+
+export const CLIENT_TOKEN_SCOPES = ['chat', 'conversations', 'embeddings', 'moderations', 'assistants_threads'] as const;
+export type ClientTokenScope = (typeof CLIENT_TOKEN_SCOPES)[number];
 
 /**
  * Verifies a `ko_` key on every request, straight from PostgreSQL, so that a revoked key (a deleted
  * row) or a closed account stops working on the very next request.
  */
-export async function authenticateDeveloperKey(db: Db, presented: string, now = new Date()): Promise<Principal> {
+export async function authenticateDeveloperKey(db: Db, presented: string, now = new Date()): Promise<Extract<Principal, { kind: 'developer_key' }>> {
   if (!isWellFormedKey('ko_', presented)) throw serviceError('invalid_token_format');
   const row = await repo.findApiKeyByHash(db, hashKey(presented));
   if (!row || !keyMatches(row.key_hash, presented) || row.account_status !== 'active') throw serviceError('invalid_token');
@@ -20,7 +35,7 @@ export async function authenticateDeveloperKey(db: Db, presented: string, now = 
   return { kind: 'developer_key', accountId: row.account_id, keyId: row.id, scopes: row.scopes };
 }
 
-export async function authenticateProvisioningKey(db: Db, presented: string | undefined): Promise<Principal> {
+export async function authenticateProvisioningKey(db: Db, presented: string | undefined): Promise<Extract<Principal, { kind: 'provisioning_key' }>> {
   if (presented === undefined || !isWellFormedKey('rsk_', presented)) throw serviceError('invalid_provisioning_key');
   const row = await repo.findProvisioningKeyByHash(db, hashKey(presented));
   if (!row || !keyMatches(row.key_hash, presented) || row.account_status !== 'active') throw serviceError('invalid_provisioning_key');
