@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { Platform } from '../shared/platform/platform.js';
+import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
@@ -46,6 +47,7 @@ export function createGatewayApp(platform: Platform, metrics = new HttpMetrics()
   app.use(systemRoutes(platform));
   app.use(accountRoutes(platform));
   app.use(customerRoutes(platform));
+  app.use(dashboardRoutes(platform));
 
   app.use(notFound);
   app.use(errorHandler);

@@ -7,6 +7,7 @@
 #   3. pgvector for that server (built from Debian trixie's source package)
 #   4. Redis, when REDIS_URL points at this machine: install, start, wait
 #   5. Temporal CLI, when TEMPORAL_ADDRESS is unset (the orchestrator runs the dev server)
+#   6. Chromium (Debian's package), only for `ensure-deps.sh test`: the dashboard's browser tests
 #
 # Services this script starts are recorded, one per line, in $DATA_DIR/run/started-services:
 #   postgres <major> <cluster>     e.g. "postgres 15 main"
@@ -17,6 +18,10 @@
 # Command output goes to log files ($DATA_DIR/run/logs, $SVC_CACHE_DIR/logs); only one status
 # line per step is printed (stderr), plus the log tail when something fails.
 set -euo pipefail
+
+# `test` (from `npm test`) adds what only the test suite needs; no argument is `npm start`.
+MODE=${1:-}
+[[ -z $MODE || $MODE == test ]] || { printf 'usage: ensure-deps.sh [test]\n' >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -529,8 +534,23 @@ step_temporal() {
   log "Temporal CLI installed ($("$bin" --version 2>/dev/null | head -n 1))"
 }
 
+# ---------------------------------------------------------------------------------------------
+# 6. Chromium, for the dashboard tests (playwright-core drives it; no browser download works here)
+CHROMIUM=/usr/bin/chromium
+
+step_chromium() {
+  if [[ -x $CHROMIUM ]]; then
+    log "Chromium present ($CHROMIUM)"
+    return
+  fi
+  apt_install chromium
+  [[ -x $CHROMIUM ]] || die "the chromium package is installed, but $CHROMIUM is missing"
+  log "Chromium installed ($CHROMIUM)"
+}
+
 step_npm
 step_postgres
 step_pgvector
 step_redis
 step_temporal
+if [[ $MODE == test ]]; then step_chromium; fi

@@ -50,10 +50,14 @@ process.on('SIGTERM', () => void stopAll(143));
 
 try {
   const temporalAddress = await ensureTemporal(config);
-  const { created, applied } = await prepareDatabase(config.DATABASE_URL);
-  say(`database ${created ? 'created' : 'present'}; ${applied.length ? `applied ${applied.join(', ')}` : 'migrations up to date'}`);
-  if (mode === 'start') await startPlatform(temporalAddress);
-  else await runTests(temporalAddress);
+  if (mode === 'start') {
+    const { created, applied } = await prepareDatabase(config.DATABASE_URL);
+    say(`database ${created ? 'created' : 'present'}; ${applied.length ? `applied ${applied.join(', ')}` : 'migrations up to date'}`);
+    await startPlatform(temporalAddress);
+  } else {
+    // Tests migrate a template database of their own and never touch DATABASE_URL's database.
+    await runTests(temporalAddress);
+  }
 } catch (error) {
   say(`failed: ${error instanceof Error ? error.message : String(error)}`);
   await stopAll(1);
