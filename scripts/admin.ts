@@ -16,14 +16,16 @@ import {
   revokeApiKey,
   type AccountWithWalletRow,
   type ApiKeyRow,
+  type VoucherRow,
 } from '../shared/accounts/accounts.js';
+import { createVoucher, listVouchers } from '../shared/accounts/vouchers.js';
 import { DEVELOPER_SCOPES } from '../shared/accounts/scopes.js';
 import { loadConfig } from '../shared/config.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
 import { ServiceError } from '../shared/errors.js';
 import { createLogger } from '../shared/logger.js';
-import { microsToUsd, usdToMicros } from '../shared/money.js';
+import { MICROS_PER_USD, microsToUsd, usdToMicros } from '../shared/money.js';
 
 const USAGE = `usage: npm run admin -- <command> [options]
 
@@ -33,6 +35,8 @@ const USAGE = `usage: npm run admin -- <command> [options]
   list-keys        --account <uuid>
   revoke-key       --account <uuid> --key <key id>
   create-provisioning-key --account <uuid>     (replaces the account's previous rsk_ key)
+  create-voucher   --account <developer uuid> --amount-usd <amount>   (paid from the wallet now; code shown once)
+  list-vouchers    --account <developer uuid>
 
   scopes: ${DEVELOPER_SCOPES.join(', ')}`;
 
@@ -62,6 +66,15 @@ const commands = {
   'list-keys': z.object({ account: z.uuid() }),
   'revoke-key': z.object({ account: z.uuid(), key: z.uuid() }),
   'create-provisioning-key': z.object({ account: z.uuid() }),
+  'create-voucher': z.object({
+    account: z.uuid(),
+    'amount-usd': z.coerce
+      .number()
+      .finite()
+      .max(1_000_000)
+      .refine((usd) => Math.round(usd * MICROS_PER_USD) >= 1, 'must be at least 0.000001'),
+  }),
+  'list-vouchers': z.object({ account: z.uuid() }),
 } as const;
 
 type Command = keyof typeof commands;
@@ -74,13 +87,7 @@ function fail(code: string, message: string, exitCode: number): never {
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 if (existsSync(path.join(root, '.env'))) process.loadEnvFile(path.join(root, '.env'));
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  strict: true,
-  options: Object.fromEntries(
-    ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key'].map((flag) => [flag, { type: 'string' as const }]),
-  ),
-});
+const { positionals, values } = parseCommandLine();
 const command = positionals[0];
 if (!command || command === 'help' || !(command in commands)) {
   if (command && command !== 'help') fail('unknown_command', `unknown command "${command}"\n${USAGE}`, 2);
@@ -105,6 +112,21 @@ try {
   fail('failed', error instanceof Error ? error.message : String(error), 1);
 } finally {
   await db.end();
+}
+
+/** An unknown flag or a flag without its value is a usage mistake like any other: JSON and exit 2. */
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      strict: true,
+      options: Object.fromEntries(
+        ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key', 'amount-usd'].map((flag) => [flag, { type: 'string' as const }]),
+      ),
+    });
+  } catch (error) {
+    fail('invalid_arguments', `${error instanceof Error ? error.message : String(error)}\n${USAGE}`, 2);
+  }
 }
 
 async function execute(name: Command, options: Record<string, unknown>): Promise<unknown> {
@@ -146,7 +168,31 @@ async function execute(name: Command, options: Record<string, unknown>): Promise
         note: 'Shown once; any previous rsk_ key of this account no longer works.',
       };
     }
+    case 'create-voucher': {
+      const { voucher, code } = await createVoucher(db, account, usdToMicros(Number(options['amount-usd'])));
+      return {
+        ...formatVoucher(voucher),
+        voucher_code: code,
+        note: 'Shown once; only its SHA-256 is stored. Its value has left the developer wallet; POST /v1/accounts with funding voucher redeems it once.',
+      };
+    }
+    case 'list-vouchers':
+      return { object: 'list', data: (await listVouchers(db, account)).map(formatVoucher) };
   }
+}
+
+function formatVoucher(row: VoucherRow) {
+  return {
+    id: row.id,
+    object: 'voucher',
+    account_id: row.account_id,
+    display_prefix: row.display_prefix,
+    amount_usd: microsToUsd(row.amount_micros),
+    status: row.redeemed_at ? 'redeemed' : 'available',
+    created_at: row.created_at.toISOString(),
+    redeemed_at: row.redeemed_at?.toISOString() ?? null,
+    redeemed_account_id: row.redeemed_account_id,
+  };
 }
 
 function formatAccount(row: AccountWithWalletRow) {

@@ -1,4 +1,4 @@
-import { withTransaction, type Db } from '../db/pool.js';
+import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { isUuid } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
@@ -7,9 +7,10 @@ import { hashPassword } from './passwords.js';
 import * as repo from './repository.js';
 import type { DeveloperScope } from './scopes.js';
 
-export type { AccountRow, AccountWithWalletRow, ApiKeyRow } from './repository.js';
+export type { AccountRow, AccountWithWalletRow, ApiKeyRow, VoucherRow } from './repository.js';
 
 const UNIQUE_VIOLATION = '23505';
+const CHECK_VIOLATION = '23514';
 
 export interface NewDeveloperAccount {
   email: string;
@@ -54,8 +55,11 @@ export interface NewApiKey {
   expiresAt?: Date | null | undefined;
 }
 
-/** Mints a ko_ key. The plaintext is returned here once and never stored. */
-export async function createApiKey(db: Db, accountId: string, input: NewApiKey): Promise<{ key: repo.ApiKeyRow; plaintext: string }> {
+/**
+ * Mints a ko_ key. The plaintext is returned here once and never stored. `db` may be a transaction,
+ * so a key can be born with the account it belongs to.
+ */
+export async function createApiKey(db: Queryable, accountId: string, input: NewApiKey): Promise<{ key: repo.ApiKeyRow; plaintext: string }> {
   if (input.scopes.length === 0) throw serviceError('invalid_request', { message: 'A key needs at least one scope.', param: 'scopes' });
   if (input.name.length > 80) throw serviceError('invalid_request', { message: 'A key name is at most 80 characters.', param: 'name' });
   const account = await repo.findAccount(db, accountId);
@@ -126,6 +130,24 @@ export async function getProvisionedAccount(db: Db, developerId: string, account
   const account = isUuid(accountId) ? await repo.findChildAccount(db, developerId, accountId) : undefined;
   if (!account) throw serviceError('account_not_found');
   return account;
+}
+
+/**
+ * Takes money out of a wallet with its ledger row. The wallet's CHECK (balance >= 0) refuses an
+ * overdraw inside the same statement, so no balance read can go stale between check and debit;
+ * the refusal becomes insufficient_funds and the caller's transaction rolls back.
+ */
+export async function withdrawFromWallet(
+  tx: Queryable,
+  entry: { accountId: string; amountMicros: number; kind: string; reference?: string | null; note?: string | null },
+  refusal: string,
+): Promise<{ balanceAfterMicros: number }> {
+  try {
+    return await repo.postLedgerEntry(tx, { ...entry, amountMicros: -entry.amountMicros });
+  } catch (error) {
+    if ((error as { code?: string }).code === CHECK_VIOLATION) throw serviceError('insufficient_funds', { message: refusal });
+    throw error;
+  }
 }
 
 function rethrowUnique(code: 'account_exists', message: string) {

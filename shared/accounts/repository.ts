@@ -2,7 +2,7 @@ import type { Queryable } from '../db/pool.js';
 import { isUuid } from '../ids.js';
 import type { CursorPosition } from '../pagination.js';
 
-/** All SQL of the accounts domain: accounts, wallets and their ledger, ko_ and rsk_ keys. */
+/** All SQL of the accounts domain: accounts, wallets and their ledger, ko_ and rsk_ keys, vouchers. */
 
 export type OwnerType = 'developer' | 'api_end_user';
 export type Funding = 'standalone' | 'linked';
@@ -61,16 +61,63 @@ export async function insertAccount(
     username: string | null;
     displayName: string | null;
     passwordHash: string;
+    /** Provisioned end users only: the hashed vault password. */
+    vaultPasswordHash?: string | null;
     funding: Funding;
   },
 ): Promise<AccountRow> {
   const { rows } = await q.query<AccountRow>(
-    `INSERT INTO accounts AS a (owner_type, parent_account_id, email, username, display_name, password_hash, funding)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
+    `INSERT INTO accounts AS a (owner_type, parent_account_id, email, username, display_name, password_hash, vault_password_hash, funding)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      RETURNING ${ACCOUNT_COLUMNS}`,
-    [account.ownerType, account.parentAccountId, account.email, account.username, account.displayName, account.passwordHash, account.funding],
+    [
+      account.ownerType,
+      account.parentAccountId,
+      account.email,
+      account.username,
+      account.displayName,
+      account.passwordHash,
+      account.vaultPasswordHash ?? null,
+      account.funding,
+    ],
   );
   return rows[0]!;
+}
+
+/**
+ * Locks an active developer's account row until the transaction ends. Every provisioning create of
+ * that developer takes this lock first, so the active-account count it reads cannot go stale.
+ */
+export async function lockActiveDeveloper(q: Queryable, developerId: string): Promise<boolean> {
+  const { rowCount } = await q.query(
+    `SELECT 1 FROM accounts WHERE id = $1 AND owner_type = 'developer' AND status = 'active' FOR UPDATE`,
+    [developerId],
+  );
+  return rowCount === 1;
+}
+
+export async function countActiveChildAccounts(q: Queryable, parentAccountId: string): Promise<number> {
+  const { rows } = await q.query<{ count: number }>(
+    `SELECT count(*)::int AS count FROM accounts WHERE parent_account_id = $1 AND status = 'active'`,
+    [parentAccountId],
+  );
+  return rows[0]!.count;
+}
+
+/** Closes one open account of this parent; undefined when there is none (unknown, foreign or closed). */
+export async function closeChildAccount(q: Queryable, parentAccountId: string, accountId: string): Promise<AccountRow | undefined> {
+  const { rows } = await q.query<AccountRow>(
+    `UPDATE accounts AS a SET status = 'closed', closed_at = now()
+     WHERE a.id = $1 AND a.parent_account_id = $2 AND a.status = 'active'
+     RETURNING ${ACCOUNT_COLUMNS}`,
+    [accountId, parentAccountId],
+  );
+  return rows[0];
+}
+
+export async function deleteApiKeysOfAccount(q: Queryable, accountId: string): Promise<number> {
+  const { rowCount } = await q.query('DELETE FROM api_keys WHERE account_id = $1', [accountId]);
+  return rowCount ?? 0;
 }
 
 export async function findAccount(q: Queryable, accountId: string): Promise<AccountRow | undefined> {
@@ -203,4 +250,58 @@ export async function findProvisioningKeyByHash(q: Queryable, hash: Buffer): Pro
     [hash],
   );
   return rows[0];
+}
+
+export interface VoucherRow {
+  id: string;
+  account_id: string;
+  display_prefix: string;
+  amount_micros: string;
+  created_at: Date;
+  redeemed_at: Date | null;
+  redeemed_account_id: string | null;
+}
+
+const VOUCHER_COLUMNS = 'id, account_id, display_prefix, amount_micros::text AS amount_micros, created_at, redeemed_at, redeemed_account_id';
+
+export async function insertVoucher(
+  q: Queryable,
+  voucher: { accountId: string; hash: Buffer; displayPrefix: string; amountMicros: number },
+): Promise<VoucherRow> {
+  const { rows } = await q.query<VoucherRow>(
+    `INSERT INTO vouchers (account_id, code_hash, display_prefix, amount_micros) VALUES ($1, $2, $3, $4)
+     RETURNING ${VOUCHER_COLUMNS}`,
+    [voucher.accountId, voucher.hash, voucher.displayPrefix, voucher.amountMicros],
+  );
+  return rows[0]!;
+}
+
+/**
+ * Finds an unredeemed voucher of this developer and locks it until the transaction ends; a second
+ * redemption racing this one waits, then no longer matches.
+ */
+export async function lockRedeemableVoucher(q: Queryable, developerId: string, hash: Buffer): Promise<VoucherRow | undefined> {
+  const { rows } = await q.query<VoucherRow>(
+    `SELECT ${VOUCHER_COLUMNS} FROM vouchers
+     WHERE code_hash = $1 AND account_id = $2 AND redeemed_at IS NULL
+     FOR UPDATE`,
+    [hash, developerId],
+  );
+  return rows[0];
+}
+
+export async function markVoucherRedeemed(q: Queryable, voucherId: string, redeemedAccountId: string): Promise<void> {
+  const { rowCount } = await q.query(
+    'UPDATE vouchers SET redeemed_at = now(), redeemed_account_id = $2 WHERE id = $1 AND redeemed_at IS NULL',
+    [voucherId, redeemedAccountId],
+  );
+  if (rowCount !== 1) throw new Error(`voucher ${voucherId} was not redeemable`);
+}
+
+export async function listVouchers(q: Queryable, developerId: string): Promise<VoucherRow[]> {
+  const { rows } = await q.query<VoucherRow>(
+    `SELECT ${VOUCHER_COLUMNS} FROM vouchers WHERE account_id = $1 ORDER BY created_at, id`,
+    [developerId],
+  );
+  return rows;
 }
