@@ -9,6 +9,7 @@ import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
 import { accountRoutes } from './routes/accounts.js';
 import { customerRoutes } from './routes/customers.js';
+import { clientTokenRoutes } from './routes/client-tokens.js';
 import { systemRoutes } from './routes/system.js';
 
 /**
@@ -47,6 +48,7 @@ export function createGatewayApp(platform: Platform, metrics = new HttpMetrics()
   app.use(systemRoutes(platform));
   app.use(accountRoutes(platform));
   app.use(customerRoutes(platform));
+  app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
 
   app.use(notFound);

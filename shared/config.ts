@@ -11,6 +11,28 @@ const byteSize = z
   .regex(/^\d+(b|kb|mb|gb)?$/i, 'a size such as 512kb or 32mb')
   .transform(parseByteSize);
 
+/**
+ * Ed25519 private JWKs for client tokens, as one JSON array: each needs a unique `kid`. The first
+ * signs new tokens and all of them verify, so a rotation puts a new key first and keeps the old
+ * one until its tokens have expired (at most 3600 s).
+ */
+const clientTokenSigningKeys = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON array of Ed25519 private JWKs' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z
+      .array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), kid: z.string().min(1).max(128), x: z.string().min(1), d: z.string().min(1) }))
+      .min(1)
+      .refine((keys) => new Set(keys.map((key) => key.kid)).size === keys.length, 'every kid must be unique'),
+  );
+
 const configSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -55,6 +77,8 @@ const configSchema = z.object({
   WALLET_ADJUST_CAP_USD: z.coerce.number().positive().default(10_000),
   /** A wallet.low event fires when a balance falls below this, in USD. */
   WALLET_LOW_THRESHOLD_USD: z.coerce.number().min(0).default(5),
+  /** Signing keys of client tokens; unset outside production means one ephemeral key per process. */
+  CLIENT_TOKEN_SIGNING_KEYS: clientTokenSigningKeys.optional(),
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
@@ -76,6 +100,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   }
   const values = parsed.data;
+  if (values.NODE_ENV === 'production' && !values.CLIENT_TOKEN_SIGNING_KEYS) {
+    // An ephemeral key would make every restart and every other replica refuse live client tokens.
+    throw new ConfigError('invalid configuration:\n  CLIENT_TOKEN_SIGNING_KEYS: required when NODE_ENV is production');
+  }
   const devTemporal = `127.0.0.1:${values.TEMPORAL_DEV_PORT}`;
   return {
     ...values,

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys.js';
 import type { Config } from '../config.js';
 import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
 import { createLogger, type Logger } from '../logger.js';
@@ -21,12 +22,16 @@ export interface Platform {
   queues: QueueRegistry;
   cpu: CpuPool;
   limiter: RateLimiter;
+  /** Signs (first key) and verifies (every key) client tokens. */
+  clientTokenKeys: ClientTokenKeys;
   /** Settles once the database is reachable and its vector types are registered (retried until then). */
   ready: Promise<void>;
   close(): Promise<void>;
 }
 
 export function createPlatform(config: Config, processName: string, logger = createLogger(config, processName)): Platform {
+  // First: a bad key stops the process before any connection opens.
+  const clientTokenKeys = loadClientTokenKeys(config, logger);
   const db = createPool(config.DATABASE_URL, config.DATABASE_POOL_MAX, logger);
   const redis = createRedis(config.REDIS_URL, 'commands', logger);
   const temporal = connectTemporal(config);
@@ -48,7 +53,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, limiter, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, clientTokenKeys, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */
