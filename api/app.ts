@@ -8,8 +8,9 @@ import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
 import { accountRoutes } from './routes/accounts.js';
-import { customerRoutes } from './routes/customers.js';
+import { billingRoutes } from './routes/billing.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
+import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
 
 /**
@@ -48,6 +49,7 @@ export function createGatewayApp(platform: Platform, metrics = new HttpMetrics()
   app.use(systemRoutes(platform));
   app.use(accountRoutes(platform));
   app.use(customerRoutes(platform));
+  app.use(billingRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
 
