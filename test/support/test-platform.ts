@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
+import type { Router } from 'express';
 import { inject } from 'vitest';
 import { createGatewayApp } from '../../api/app.js';
 import { listen, serverUrl as httpServerUrl } from '../../api/http-server.js';
@@ -22,7 +23,7 @@ export interface TestPlatform {
  * A whole gateway for one test file: its own database cloned from the migrated template, its own
  * Redis key prefix and Temporal task queue, and the real app listening on an ephemeral port.
  */
-export async function startTestPlatform(env: Record<string, string> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(env: Record<string, string> = {}, options: { routes?: (platform: Platform) => Router[] } = {}): Promise<TestPlatform> {
   const tag = `${process.pid}_${randomBytes(4).toString('hex')}`;
   const database = `${TEST_DB_PREFIX}${tag}`;
   const base = loadConfig();
@@ -40,7 +41,7 @@ export async function startTestPlatform(env: Record<string, string> = {}): Promi
   });
   const platform = createPlatform(config, 'test');
   await platform.ready;
-  const server: http.Server = await listen(createGatewayApp(platform), 0, '127.0.0.1');
+  const server: http.Server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
 
   return {
     config,
@@ -61,10 +62,10 @@ export async function startTestPlatform(env: Record<string, string> = {}): Promi
  * Another API replica of the same platform: its own process-level connections and server, the same
  * database, Redis prefix and task queue, as a second machine behind a load balancer would have.
  */
-export async function startSecondInstance(first: TestPlatform): Promise<{ baseUrl: string; close(): Promise<void> }> {
+export async function startSecondInstance(first: TestPlatform, options: { routes?: (platform: Platform) => Router[] } = {}): Promise<{ baseUrl: string; close(): Promise<void> }> {
   const platform = createPlatform(first.config, 'test-replica');
   await platform.ready;
-  const server = await listen(createGatewayApp(platform), 0, '127.0.0.1');
+  const server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
   return {
     baseUrl: httpServerUrl(server),
     async close() {

@@ -1,0 +1,121 @@
+import type { Request, RequestHandler, Response } from 'express';
+import { microsToUsd } from '../../shared/money.js';
+import type { ClientTokenScope } from '../../shared/accounts/authenticate.js';
+import type { DeveloperScope } from '../../shared/accounts/scopes.js';
+import { attributeCustomer, getCustomer, type CustomerRow } from '../../shared/customers/customers.js';
+import { serviceError } from '../../shared/errors.js';
+import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-events.js';
+import type { Platform } from '../../shared/platform/platform.js';
+import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
+import { clientTokenLayer, customerLayers, customerTokensKey, developerLayers, developerTokensKey, edgeLayer } from '../../shared/ratelimit/layers.js';
+import { authenticateDeveloperKey } from '../../shared/accounts/authenticate.js';
+import { grantsScope } from '../../shared/accounts/scopes.js';
+import { authenticateClientToken } from './client-token.js';
+import { clientIp } from './authenticate.js';
+
+/**
+ * What a metered route knows about its call once the pipeline ran: who pays, for which customer,
+ * what it bills, and which token-per-minute counters the tokens it uses go to.
+ */
+export interface MeteredCallContext {
+  developerId: string;
+  customer: CustomerRow | null;
+  /** X-Svc-Billable-Amount, in micro-dollars, when the caller set it for this call. */
+  billableOverrideMicros: number | undefined;
+  tokenCounterKeys: string[];
+}
+
+declare global {
+  namespace Express {
+    interface Request {
+      meteredCall?: MeteredCallContext;
+    }
+  }
+}
+
+/**
+ * The chain every metered route runs before its handler (chat, embeddings, moderations...):
+ * 1. authentication: a `ko_` key with the route's scope, or a client token whose own scope lists
+ *    the route (its origin allowlist and IP binding checked);
+ * 2. attribution: a client token's pinned customer, or Svc-Customer / body `user` under Bearer,
+ *    created on first use unless Svc-Customer-Strict is true or lazy creation is off;
+ * 3. the four rate-limit layers (edge, client token, developer, customer) in one Redis round trip.
+ * The handler then reserves, calls upstream and settles through runMeteredCall.
+ */
+export function meteredCall(platform: Platform, scopes: { developer: DeveloperScope; clientToken: ClientTokenScope }): RequestHandler {
+  const { config, db, limiter } = platform;
+  return async (req, res, next) => {
+    const credential = req.credential;
+    if (!credential) throw serviceError('missing_token');
+
+    let developerId: string;
+    let customer: CustomerRow | null;
+    const layers: LimitLayer[] = [edgeLayer(config, clientIp(req), credential.value)];
+    if (credential.scheme === 'client') {
+      const token = await authenticateClientToken(platform, req, scopes.clientToken);
+      developerId = token.accountId;
+      customer = await getCustomer(db, developerId, token.customerId);
+      if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'The customer of this client token is archived.' });
+      layers.push(clientTokenLayer(token.jti, token.rpmLimit));
+    } else {
+      const principal = await authenticateDeveloperKey(db, credential.value);
+      if (!grantsScope(principal.scopes, scopes.developer)) {
+        throw serviceError('insufficient_scope', { message: `This route needs the ${scopes.developer} scope (or admin).` });
+      }
+      req.principal = principal;
+      developerId = principal.accountId;
+      const reference = attributionOf(req);
+      customer = reference
+        ? await attributeCustomer(db, limiter, developerId, { reference, strict: /^true$/i.test(req.get('svc-customer-strict') ?? '') }, config.LAZY_CREATE_PER_MINUTE)
+        : null;
+    }
+    layers.push(...developerLayers(config, developerId));
+    if (customer) layers.push(...customerLayers(customer));
+
+    const decision = await limiter.consume(layers);
+    if (!decision.allowed) {
+      if (decision.layer.code === 'customer_rate_limit_exceeded' && customer) await recordCustomerRateLimited(platform, developerId, customer.id);
+      throw serviceError(decision.layer.code, { retryAfterSeconds: decision.retryAfterSeconds });
+    }
+    if (decision.remaining !== undefined) res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+
+    req.meteredCall = {
+      developerId,
+      customer,
+      billableOverrideMicros: billableOverride(req),
+      tokenCounterKeys: [developerTokensKey(developerId), ...(customer?.tpm_limit != null ? [customerTokensKey(customer.id)] : [])],
+    };
+    next();
+  };
+}
+
+export function meteredCallOf(req: Request): MeteredCallContext {
+  if (!req.meteredCall) throw new Error('route reached without the metered-call pipeline');
+  return req.meteredCall;
+}
+
+/** Svc-Customer wins over the body's `user`; both name a `cus_` id or an external id. */
+function attributionOf(req: Request): string | undefined {
+  const header = req.get('svc-customer')?.trim();
+  if (header) return header;
+  const user = (req.body as { user?: unknown } | undefined)?.user;
+  if (user === undefined || user === null || user === '') return undefined;
+  if (typeof user !== 'string') throw serviceError('invalid_request', { param: 'user', message: 'user must be a string: a cus_ id or your own id for the end user.' });
+  return user;
+}
+
+function billableOverride(req: Request): number | undefined {
+  const header = req.get('x-svc-billable-amount');
+  if (header === undefined) return undefined;
+  if (!/^\d{1,15}$/.test(header.trim())) {
+    throw serviceError('invalid_request', { param: 'X-Svc-Billable-Amount', message: 'X-Svc-Billable-Amount must be a non-negative integer number of micro-dollars.' });
+  }
+  return Number(header.trim());
+}
+
+
+/** X-Svc-Wallet-Deducted and X-Svc-Wallet-Balance (USD) after a settled call. */
+export function setWalletHeaders(res: Response, settled: { deductedMicros: number; balanceAfterMicros: number | null }): void {
+  res.setHeader('X-Svc-Wallet-Deducted', String(microsToUsd(settled.deductedMicros)));
+  if (settled.balanceAfterMicros !== null) res.setHeader('X-Svc-Wallet-Balance', String(microsToUsd(settled.balanceAfterMicros)));
+}

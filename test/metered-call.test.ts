@@ -1,0 +1,168 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { meteredProbeRoutes } from '../bench/support/metered-probe.js';
+import { bearer, call, createDeveloper, startSecondInstance, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+
+/**
+ * The governance chain of every metered call, through real HTTP requests: authentication by
+ * either scheme, customer attribution, the four rate-limit layers, reserve and settle.
+ */
+let gateway: TestPlatform;
+let developer: TestDeveloper;
+const probe = (platform: Parameters<typeof meteredProbeRoutes>[0]) => [meteredProbeRoutes(platform)];
+
+beforeAll(async () => {
+  gateway = await startTestPlatform({ DATABASE_POOL_MAX: '20' }, { routes: probe });
+  developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
+});
+afterAll(() => gateway?.close());
+
+const meter = (headers: Record<string, string>, json: Record<string, unknown> = {}, baseUrl = gateway.baseUrl) =>
+  call(baseUrl, '/v1/_probe/metered', { method: 'POST', json, headers });
+const customerOf = async (id: string) => (await call(gateway.baseUrl, `/v1/customers/${id}`, { headers: bearer(developer.key) })).body;
+const createCustomer = async (json: Record<string, unknown>, key = developer.key) =>
+  (await call(gateway.baseUrl, '/v1/customers', { method: 'POST', json, headers: bearer(key) })).body;
+
+function expectError(response: { status: number; body: any; headers: Headers }, status: number, code: string): void {
+  expect({ status: response.status, code: response.body?.error?.code }).toEqual({ status, code });
+  if (status === 429) expect(response.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+}
+
+describe('developer keys', () => {
+  it('reserves, settles and reports the charge in headers', async () => {
+    const response = await meter(bearer(developer.key), { max_cost_micros: 2_000, cost_micros: 1_250 });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-svc-wallet-deducted')).toBe('0.00125');
+    expect(response.headers.get('x-svc-wallet-balance')).toBe('9.99875');
+    expect(Number(response.headers.get('x-ratelimit-remaining'))).toBeGreaterThan(0);
+  });
+
+  it('403 insufficient_scope without api:chat', async () => {
+    const reader = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
+    expectError(await meter(bearer(reader.key)), 403, 'insufficient_scope');
+  });
+
+  it('402 wallet_empty when the developer wallet cannot cover the reservation', async () => {
+    const poor = await createDeveloper(gateway.platform, { creditMicros: 1_000 });
+    expectError(await meter(bearer(poor.key), { max_cost_micros: 1_001 }), 402, 'wallet_empty');
+    expect((await meter(bearer(poor.key), { max_cost_micros: 1_000, cost_micros: 1_000 })).status).toBe(200);
+  });
+
+  it('400 for a malformed X-Svc-Billable-Amount; a valid one is the billed amount', async () => {
+    const response = await meter({ ...bearer(developer.key), 'X-Svc-Billable-Amount': '-5' });
+    expect({ status: response.status, code: response.body.error.code, param: response.body.error.param }).toEqual({
+      status: 400,
+      code: 'invalid_request',
+      param: 'X-Svc-Billable-Amount',
+    });
+    const biller = await createDeveloper(gateway.platform, { creditMicros: 1_000_000, scopes: ['admin'] });
+    await meter({ ...bearer(biller.key), 'X-Svc-Billable-Amount': '9000' }, { cost_micros: 500 });
+    const usage = await call(gateway.baseUrl, '/v1/margin', { headers: bearer(biller.key) });
+    expect(usage.body.totals).toMatchObject({ requests: 1, cost_usd: 0.0005, billable_usd: 0.009, margin_usd: 0.0085 });
+  });
+});
+
+describe('customer attribution', () => {
+  it('creates a customer on first use from Svc-Customer or body user, and bills its calls', async () => {
+    const viaHeader = await meter({ ...bearer(developer.key), 'Svc-Customer': 'end-user-1' });
+    expect(viaHeader.status).toBe(200);
+    const viaBody = await meter(bearer(developer.key), { user: 'end-user-1' });
+    expect(viaBody.body.customer_id).toBe(viaHeader.body.customer_id);
+    expect((await customerOf('ext:end-user-1')).created_on_first_use).toBe(true);
+    const usage = await call(gateway.baseUrl, '/v1/customers/ext:end-user-1/usage', { headers: bearer(developer.key) });
+    expect(usage.body.totals.requests).toBe(2);
+  });
+
+  it('404 customer_not_found with Svc-Customer-Strict: true, or when lazy creation is off', async () => {
+    expectError(await meter({ ...bearer(developer.key), 'Svc-Customer': 'stranger', 'Svc-Customer-Strict': 'true' }), 404, 'customer_not_found');
+    const careful = await createDeveloper(gateway.platform);
+    await gateway.platform.db.query('UPDATE accounts SET lazy_create_customers = false WHERE id = $1', [careful.accountId]);
+    expectError(await meter({ ...bearer(careful.key), 'Svc-Customer': 'stranger' }), 404, 'customer_not_found');
+  });
+
+  it('402 customer_budget_exceeded once a customer has spent its monthly budget', async () => {
+    const budgeted = await createCustomer({ external_id: 'budgeted', monthly_budget_usd: 0.002 });
+    expect((await meter({ ...bearer(developer.key), 'Svc-Customer': budgeted.id }, { max_cost_micros: 1_000, cost_micros: 1_000 })).status).toBe(200);
+    expect((await meter({ ...bearer(developer.key), 'Svc-Customer': budgeted.id }, { max_cost_micros: 1_000, cost_micros: 1_000 })).status).toBe(200);
+    expectError(await meter({ ...bearer(developer.key), 'Svc-Customer': budgeted.id }, { max_cost_micros: 1, cost_micros: 1 }), 402, 'customer_budget_exceeded');
+  });
+
+  it("402 customer_wallet_empty when a prepaid customer's wallet cannot cover the call", async () => {
+    const prepaid = await createCustomer({ external_id: 'prepaid' });
+    await call(gateway.baseUrl, `/v1/customers/${prepaid.id}/wallet/topup`, { method: 'POST', json: { amount_usd: 0.001 }, headers: bearer(developer.key) });
+    expect((await meter({ ...bearer(developer.key), 'Svc-Customer': prepaid.id }, { max_cost_micros: 1_000, cost_micros: 1_000 })).status).toBe(200);
+    expectError(await meter({ ...bearer(developer.key), 'Svc-Customer': prepaid.id }, { max_cost_micros: 1_000 }), 402, 'customer_wallet_empty');
+  });
+
+  it('429 customer_rate_limit_exceeded when the tokens used fill the customer tpm', async () => {
+    const thrifty = await createCustomer({ external_id: 'thrifty', tpm_limit: 100 });
+    const headers = { ...bearer(developer.key), 'Svc-Customer': thrifty.id };
+    expect((await meter(headers, { tokens_in: 40, tokens_out: 20 })).status).toBe(200);
+    expect((await meter(headers, { tokens_in: 40, tokens_out: 20 })).status).toBe(200); // 60 < 100 when it started
+    expectError(await meter(headers), 429, 'customer_rate_limit_exceeded');
+  });
+});
+
+describe('customer rpm across two API instances', () => {
+  it('lets exactly 60 of 1,000 concurrent requests through and records customer.rate_limit_exceeded once', async () => {
+    const replica = await startSecondInstance(gateway, { routes: probe });
+    try {
+      const limited = await createCustomer({ external_id: 'limited', rpm_limit: 60 });
+      const headers = { ...bearer(developer.key), 'Svc-Customer': limited.id };
+      const responses = await Promise.all(Array.from({ length: 1000 }, (_, i) => meter(headers, { cost_micros: 1 }, i % 2 ? replica.baseUrl : gateway.baseUrl)));
+      expect(responses.filter((response) => response.status === 200)).toHaveLength(60);
+      const refused = responses.filter((response) => response.status !== 200);
+      expect(refused).toHaveLength(940);
+      for (const response of refused) expectError(response, 429, 'customer_rate_limit_exceeded');
+      const { rows } = await gateway.platform.db.query(`SELECT data FROM outbox_events WHERE type = 'customer.rate_limit_exceeded' AND data->>'customer_id' = $1`, [limited.id]);
+      expect(rows).toHaveLength(1);
+      const usage = await call(gateway.baseUrl, '/v1/customers/ext:limited/usage', { headers: bearer(developer.key) });
+      expect(usage.body.totals.requests).toBe(60);
+    } finally {
+      await replica.close();
+    }
+  });
+});
+
+describe('client tokens', () => {
+  let customerId: string;
+  const mint = async (json: Record<string, unknown>) =>
+    (await call(gateway.baseUrl, `/v1/customers/${customerId}/client_tokens`, { method: 'POST', json, headers: bearer(developer.key) })).body;
+  const client = (token: string, extra: Record<string, string> = {}) => ({ Authorization: `Client ${token}`, ...extra });
+
+  beforeAll(async () => {
+    customerId = (await createCustomer({ external_id: 'browser-user' })).id;
+  });
+
+  it("bills the token's pinned customer, whatever Svc-Customer says", async () => {
+    const { token } = await mint({ scope: ['chat'] });
+    const response = await meter(client(token, { 'Svc-Customer': 'someone-else' }), { user: 'ignored' });
+    expect(response.status).toBe(200);
+    expect(response.body.customer_id).toBe(customerId);
+  });
+
+  it('401 invalid_client_token for a token that is not one', async () => {
+    expectError(await meter(client('not.a.jwt')), 401, 'invalid_client_token');
+  });
+
+  it('403 endpoint_not_allowed_for_client_token when the token lacks the route scope', async () => {
+    const { token } = await mint({ scope: ['embeddings'] });
+    expectError(await meter(client(token)), 403, 'endpoint_not_allowed_for_client_token');
+  });
+
+  it('403 origin_not_allowed outside the allowlist; 200 from a listed origin', async () => {
+    const { token } = await mint({ origin_allowlist: ['https://app.example'] });
+    expect((await meter(client(token, { Origin: 'https://app.example' }))).status).toBe(200);
+    expectError(await meter(client(token, { Origin: 'https://evil.example' })), 403, 'origin_not_allowed');
+    expectError(await meter(client(token)), 403, 'origin_not_allowed');
+  });
+
+  it('429 client_token_rate_limit_exceeded past the token rpm, a layer above the customer', async () => {
+    const { token } = await mint({ rpm_limit: 2 });
+    expect((await meter(client(token))).status).toBe(200);
+    expect((await meter(client(token))).status).toBe(200);
+    expectError(await meter(client(token)), 429, 'client_token_rate_limit_exceeded');
+    // Another token of the same customer has its own counter.
+    const { token: other } = await mint({ rpm_limit: 2 });
+    expect((await meter(client(other))).status).toBe(200);
+  });
+});
