@@ -1,5 +1,6 @@
 /**
- * `npm run bench`: the front door's speed against the real PostgreSQL and Redis, and the CPU pool.
+ * `npm run bench`: the front door's speed, the governance hot path at a fixed arrival rate, and the
+ * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|cpu runs one).
  * The API runs as its own process (as in production) on a bench database; autocannon loads it
  * from this process over loopback. Figures are printed, never asserted.
  */
@@ -16,12 +17,16 @@ import { createLogger } from '../shared/logger.js';
 import { CpuPool } from '../shared/platform/cpu-pool.js';
 import { cosineTopK } from '../shared/scoring/cosine.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { runHotPathBench } from './hot-path.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+/** BENCH_ONLY=front-door|hot-path|cpu runs one section. */
+const ONLY = process.env.BENCH_ONLY;
+const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 
 const base = loadConfig();
@@ -29,48 +34,62 @@ const benchDatabase = new URL(base.DATABASE_URL);
 benchDatabase.pathname = '/svc_platform_bench';
 await prepareDatabase(benchDatabase.toString());
 
-const db = createPool(benchDatabase.toString(), 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
-const account = await createDeveloperAccount(db, { email: `bench-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 1_000_000 });
-const { plaintext: key } = await createApiKey(db, account.id, { name: 'bench', scopes: ['api:read'] });
-await db.end();
+if (runs('front-door')) {
+  const db = createPool(benchDatabase.toString(), 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
+  const account = await createDeveloperAccount(db, { email: `bench-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 1_000_000 });
+  const { plaintext: key } = await createApiKey(db, account.id, { name: 'bench', scopes: ['api:read'] });
+  await db.end();
 
-const port = await freePort();
-const api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
-  stdio: 'ignore',
-  env: { ...process.env, DATABASE_URL: benchDatabase.toString(), API_PORT: String(port), LOG_LEVEL: 'warn', REDIS_KEY_PREFIX: 'svc-bench' },
-});
-const url = `http://127.0.0.1:${port}`;
-await waitFor(`${url}/v1/compatibility`);
+  const port = await freePort();
+  const api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+    stdio: 'ignore',
+    env: { ...process.env, DATABASE_URL: benchDatabase.toString(), API_PORT: String(port), LOG_LEVEL: 'warn', REDIS_KEY_PREFIX: 'svc-bench' },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${url}/v1/compatibility`);
 
-console.log(`front door: ${DURATION_SECONDS} s each, ${CONNECTIONS} connections, API in its own process (1 of ${(await import('node:os')).availableParallelism()} cores)\n`);
-const rows = [];
-rows.push(await load('GET /v1/compatibility (public, no database)', `${url}/v1/compatibility`, {}));
-rows.push(await load('GET /v1/balance (ko_ key verified in PostgreSQL)', `${url}/v1/balance`, { Authorization: `Bearer ${key}` }));
-rows.push(await load('GET /v1/balance, unknown key (401 envelope)', `${url}/v1/balance`, { Authorization: `Bearer ko_${'0'.repeat(64)}` }));
-rows.push(await load('GET /v1/nowhere (404 envelope)', `${url}/v1/nowhere`, {}));
-console.table(rows);
-await stopChild(api);
-
-console.log('\ncosine top-10 of one query over 20,000 candidates x 768 dimensions');
-const dims = 768;
-const count = 20_000;
-const candidates = Float32Array.from({ length: dims * count }, (_, i) => Math.sin(i * 12.9898) * 43758.5453 % 1);
-const query = Float32Array.from({ length: dims }, (_, i) => Math.cos(i));
-const mainThread = timeIt(() => cosineTopK({ query, candidates, dims, k: 10 }), 5);
-const pool = new CpuPool(Math.max(1, base.CPU_POOL_THREADS));
-await pool.cosineTopK({ query: query.slice(), candidates: candidates.slice(0, dims), dims, k: 1 }); // thread warm-up
-const poolRuns: number[] = [];
-for (let i = 0; i < 5; i++) {
-  const copy = candidates.slice();
-  const started = performance.now();
-  await pool.cosineTopK({ query: query.slice(), candidates: copy, dims, k: 10 });
-  poolRuns.push(performance.now() - started);
+  console.log(`front door: ${DURATION_SECONDS} s each, ${CONNECTIONS} connections, API in its own process (1 of ${(await import('node:os')).availableParallelism()} cores)\n`);
+  const rows = [];
+  rows.push(await load('GET /v1/compatibility (public, no database)', `${url}/v1/compatibility`, {}));
+  rows.push(await load('GET /v1/balance (ko_ key verified in PostgreSQL)', `${url}/v1/balance`, { Authorization: `Bearer ${key}` }));
+  rows.push(await load('GET /v1/balance, unknown key (401 envelope)', `${url}/v1/balance`, { Authorization: `Bearer ko_${'0'.repeat(64)}` }));
+  rows.push(await load('GET /v1/nowhere (404 envelope)', `${url}/v1/nowhere`, {}));
+  console.table(rows);
+  await stopChild(api);
 }
-console.table([
-  { where: 'main thread', median_ms: median(mainThread).toFixed(1), candidates_per_second: Math.round(count / (median(mainThread) / 1000)) },
-  { where: `CPU pool (${pool.threads} thread), array transferred`, median_ms: median(poolRuns).toFixed(1), candidates_per_second: Math.round(count / (median(poolRuns) / 1000)) },
-]);
-await pool.close();
+
+if (runs('hot-path')) {
+  console.log('');
+  await runHotPathBench(base, {
+    databaseUrl: benchDatabase.toString(),
+    ratePerSecond: Number(process.env.BENCH_RATE ?? 1000),
+    seconds: Number(process.env.BENCH_HOT_SECONDS ?? 20),
+    warmupSeconds: 5,
+  });
+}
+
+if (runs('cpu')) {
+  console.log('\ncosine top-10 of one query over 20,000 candidates x 768 dimensions');
+  const dims = 768;
+  const count = 20_000;
+  const candidates = Float32Array.from({ length: dims * count }, (_, i) => Math.sin(i * 12.9898) * 43758.5453 % 1);
+  const query = Float32Array.from({ length: dims }, (_, i) => Math.cos(i));
+  const mainThread = timeIt(() => cosineTopK({ query, candidates, dims, k: 10 }), 5);
+  const pool = new CpuPool(Math.max(1, base.CPU_POOL_THREADS));
+  await pool.cosineTopK({ query: query.slice(), candidates: candidates.slice(0, dims), dims, k: 1 }); // thread warm-up
+  const poolRuns: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const copy = candidates.slice();
+    const started = performance.now();
+    await pool.cosineTopK({ query: query.slice(), candidates: copy, dims, k: 10 });
+    poolRuns.push(performance.now() - started);
+  }
+  console.table([
+    { where: 'main thread', median_ms: median(mainThread).toFixed(1), candidates_per_second: Math.round(count / (median(mainThread) / 1000)) },
+    { where: `CPU pool (${pool.threads} thread), array transferred`, median_ms: median(poolRuns).toFixed(1), candidates_per_second: Math.round(count / (median(poolRuns) / 1000)) },
+  ]);
+  await pool.close();
+}
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });

@@ -1,0 +1,18 @@
+/**
+ * The gateway as `npm start` runs it, plus the metered probe route: the whole governance chain of a
+ * metered call with no upstream behind it. Started as its own process by bench/hot-path.ts.
+ */
+import { createGatewayApp } from '../../api/app.js';
+import { listen, serverUrl } from '../../api/http-server.js';
+import { loadConfig } from '../../shared/config.js';
+import { createPlatform } from '../../shared/platform/platform.js';
+import { meteredProbeRoutes } from './metered-probe.js';
+
+const platform = createPlatform(loadConfig(), 'bench-api');
+await platform.ready;
+const server = await listen(createGatewayApp(platform, { routes: [meteredProbeRoutes(platform)] }), platform.config.API_PORT, '127.0.0.1');
+process.stdout.write(`${JSON.stringify({ listening: serverUrl(server) })}\n`);
+process.on('SIGTERM', () => {
+  server.closeAllConnections();
+  server.close(() => void platform.close().then(() => process.exit(0)));
+});
