@@ -217,3 +217,33 @@ describe('events and reports', () => {
     expect({ status: bad.status, code: bad.body.error.code, param: bad.body.error.param }).toEqual({ status: 400, code: 'invalid_request', param: 'group_by' });
   });
 });
+
+describe('the expired-hold sweep', () => {
+  it('releases a reservation whose call never settled, through the worker’s scheduled BullMQ job', async () => {
+    const { startConsumers } = await import('../shared/platform/queues.js');
+    const { createRedis } = await import('../shared/platform/redis.js');
+    const { consumerDefinitions, scheduleRecurringJobs, HOLD_SWEEP_QUEUE } = await import('../workers/consumers.js');
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const abandoned = await authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: 700_000 });
+    const live = await authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: 100_000 });
+    await db().query(`UPDATE billing_holds SET expires_at = now() - interval '1 second' WHERE id = $1`, [abandoned.id]);
+
+    const blocking = createRedis(gateway.config.REDIS_URL, 'blocking', gateway.platform.logger);
+    const consumers = startConsumers(consumerDefinitions(gateway.platform), blocking, gateway.platform.queues.prefix, gateway.platform.logger);
+    try {
+      await scheduleRecurringJobs(gateway.platform.queues, 200);
+      let state = await walletState(developer.accountId);
+      for (let attempt = 0; attempt < 100 && state.reserved !== 100_000; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        state = await walletState(developer.accountId);
+      }
+      expect(state).toMatchObject({ balance: 1_000_000, reserved: 100_000 });
+      const { rows } = await db().query('SELECT id, status FROM billing_holds WHERE id = ANY($1) ORDER BY amount_micros', [[abandoned.id, live.id]]);
+      expect(rows.map((row) => row.status)).toEqual(['held', 'released']);
+      await gateway.platform.queues.queue(HOLD_SWEEP_QUEUE).removeJobScheduler('release-expired-holds');
+    } finally {
+      await Promise.all(consumers.map((consumer) => consumer.close()));
+      await blocking.quit();
+    }
+  });
+});

@@ -1,10 +1,24 @@
-import type { ConsumerDefinition } from '../shared/platform/queues.js';
+import { releaseExpiredHolds } from '../shared/billing/meter.js';
+import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
 import type { Platform } from '../shared/platform/platform.js';
 
 /**
- * The BullMQ consumers this process runs (outbox relay, ingest stages, usage roll-ups), each a thin
- * adapter over domain code. Each domain adds its definitions here as it is written.
+ * The BullMQ consumers this process runs, each a thin adapter over domain code, and the
+ * schedules that feed them. Job schedulers are upserted, so every worker replica may declare
+ * them and each due job still runs once.
  */
-export function consumerDefinitions(_platform: Platform): ConsumerDefinition[] {
-  return [];
+export const HOLD_SWEEP_QUEUE = 'billing-hold-sweep';
+
+export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
+  return [
+    {
+      queue: HOLD_SWEEP_QUEUE,
+      process: async () => ({ released: await releaseExpiredHolds(platform.db) }),
+      options: { concurrency: 1 },
+    },
+  ];
+}
+
+export async function scheduleRecurringJobs(queues: QueueRegistry, everyMs = 60_000): Promise<void> {
+  await queues.queue(HOLD_SWEEP_QUEUE).upsertJobScheduler('release-expired-holds', { every: everyMs }, { name: 'release-expired-holds' });
 }

@@ -2,7 +2,7 @@ import { loadConfig } from '../shared/config.js';
 import { createPlatform } from '../shared/platform/platform.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
-import { consumerDefinitions } from './consumers.js';
+import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
 import { bundleWorkflows, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
 const config = loadConfig();
@@ -15,6 +15,7 @@ const bundle = await bundleWorkflows();
 const { worker, connection } = await createTemporalWorker(platform, { bundle });
 const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
 const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
+await scheduleRecurringJobs(platform.queues);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');
 

@@ -102,7 +102,7 @@ export async function settle(db: Db, config: Pick<Config, 'WALLET_LOW_THRESHOLD_
 }
 
 /** Gives a reservation back whole (the upstream call failed or never ran). Safe to call twice. */
-export async function release(db: Db, hold: Hold): Promise<void> {
+export async function release(db: Db, hold: Pick<Hold, 'id'>): Promise<void> {
   await guardLedger(() =>
     repo.finishHold(db, {
       holdId: hold.id,
@@ -134,4 +134,18 @@ export function billableAmount(
   if (customer?.default_billable_amount_micros != null) return Number(customer.default_billable_amount_micros);
   if (customer?.default_billable_markup_pct != null) return Math.round(costMicros * (1 + Number(customer.default_billable_markup_pct) / 100));
   return costMicros;
+}
+
+/**
+ * Releases reservations whose call never settled (its API process died mid-call), so no wallet
+ * stays locked. Runs every minute from the worker; a hold settled meanwhile is left alone.
+ */
+export async function releaseExpiredHolds(db: Db, batchSize = 500): Promise<number> {
+  let released = 0;
+  for (;;) {
+    const ids = await repo.expiredHoldIds(db, batchSize);
+    for (const id of ids) await release(db, { id });
+    released += ids.length;
+    if (ids.length < batchSize) return released;
+  }
 }

@@ -60,6 +60,15 @@ export async function finishHold(
   return rows[0]!;
 }
 
+/** Holds whose call never settled (the API process died mid-call), oldest first. */
+export async function expiredHoldIds(q: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await q.query<{ id: string }>(
+    `SELECT id FROM billing_holds WHERE status = 'held' AND expires_at < now() ORDER BY expires_at LIMIT $1`,
+    [limit],
+  );
+  return rows.map((row) => row.id);
+}
+
 export interface CustomerWalletRow {
   customer_id: string;
   balance_micros: string;

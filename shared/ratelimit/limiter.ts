@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { serviceError, type ErrorCode } from '../errors.js';
 
 const SCRIPT = readFileSync(new URL('./sliding-window.lua', import.meta.url), 'utf8');
+const RECORD_USAGE = readFileSync(new URL('./record-usage.lua', import.meta.url), 'utf8');
 const WINDOW_SECONDS = 60;
 
 /**
@@ -26,16 +27,20 @@ export type LimitDecision =
   | { allowed: false; layer: LimitLayer; retryAfterSeconds: number };
 
 type SlidingWindow = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<number[]>;
+type RecordUsage = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<number>;
 
 export class RateLimiter {
   private readonly run: SlidingWindow;
+  private readonly record: RecordUsage;
 
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
   ) {
     if (!('slidingWindow' in redis)) redis.defineCommand('slidingWindow', { lua: SCRIPT });
+    if (!('recordUsage' in redis)) redis.defineCommand('recordUsage', { lua: RECORD_USAGE });
     this.run = (redis as unknown as { slidingWindow: SlidingWindow }).slidingWindow.bind(redis);
+    this.record = (redis as unknown as { recordUsage: RecordUsage }).recordUsage.bind(redis);
   }
 
   /** Checks all layers in one atomic round trip; a refused request is counted in none. */
@@ -60,13 +65,7 @@ export class RateLimiter {
   /** Adds the tokens a call actually used to its token-per-minute layers, once they are known. */
   async recordUsage(keys: readonly string[], units: number): Promise<void> {
     if (units <= 0 || keys.length === 0) return;
-    const [seconds] = await this.redis.time();
-    const pipeline = this.redis.pipeline();
-    for (const key of keys) {
-      pipeline.hincrby(this.redisKey(key), String(seconds), units);
-      pipeline.expire(this.redisKey(key), WINDOW_SECONDS + 1);
-    }
-    await pipeline.exec();
+    await this.record(keys.length, ...keys.map((key) => this.redisKey(key)), units, WINDOW_SECONDS);
   }
 
   private redisKey(key: string): string {
