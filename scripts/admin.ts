@@ -9,6 +9,8 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import {
   createApiKey,
+  creditDeveloperWallet,
+  setLazyCustomerCreation,
   createDeveloperAccount,
   createProvisioningKey,
   getAccount,
@@ -37,6 +39,8 @@ const USAGE = `usage: npm run admin -- <command> [options]
   create-provisioning-key --account <uuid>     (replaces the account's previous rsk_ key)
   create-voucher   --account <developer uuid> --amount-usd <amount>   (paid from the wallet now; code shown once)
   list-vouchers    --account <developer uuid>
+  credit-wallet    --account <developer uuid> --amount-usd <amount> [--note <text>]
+  set-lazy-create  --account <developer uuid> --enabled true|false   (create unknown customers on first use)
 
   scopes: ${DEVELOPER_SCOPES.join(', ')}`;
 
@@ -75,6 +79,8 @@ const commands = {
       .refine((usd) => Math.round(usd * MICROS_PER_USD) >= 1, 'must be at least 0.000001'),
   }),
   'list-vouchers': z.object({ account: z.uuid() }),
+  'credit-wallet': z.object({ account: z.uuid(), 'amount-usd': z.coerce.number().finite().positive().max(1_000_000), note: z.string().max(200).optional() }),
+  'set-lazy-create': z.object({ account: z.uuid(), enabled: z.enum(['true', 'false']) }),
 } as const;
 
 type Command = keyof typeof commands;
@@ -121,7 +127,7 @@ function parseCommandLine() {
       allowPositionals: true,
       strict: true,
       options: Object.fromEntries(
-        ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key', 'amount-usd'].map((flag) => [flag, { type: 'string' as const }]),
+        ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key', 'amount-usd', 'note', 'enabled'].map((flag) => [flag, { type: 'string' as const }]),
       ),
     });
   } catch (error) {
@@ -178,6 +184,11 @@ async function execute(name: Command, options: Record<string, unknown>): Promise
     }
     case 'list-vouchers':
       return { object: 'list', data: (await listVouchers(db, account)).map(formatVoucher) };
+    case 'credit-wallet':
+      return formatAccount(await creditDeveloperWallet(db, account, usdToMicros(Number(options['amount-usd'])), (options.note as string | undefined) ?? 'operator credit'));
+    case 'set-lazy-create':
+      await setLazyCustomerCreation(db, account, options.enabled === 'true');
+      return { id: account, object: 'account', lazy_create_customers: options.enabled === 'true' };
   }
 }
 

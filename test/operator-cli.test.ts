@@ -100,6 +100,18 @@ describe('npm run admin', () => {
     expect(result.json.error.code).toBe(code);
   });
 
+  it('credits a developer wallet with a ledger row, and switches lazy customer creation', async () => {
+    const credited = await admin('credit-wallet', '--account', accountId, '--amount-usd', '7.25', '--note', 'invoice 42');
+    expect(credited.json).toMatchObject({ id: accountId, balance_usd: 19.75 });
+    const { rows } = await gateway.platform.db.query(`SELECT amount_micros, note FROM wallet_ledger WHERE account_id = $1 ORDER BY id DESC LIMIT 1`, [accountId]);
+    expect(rows[0]).toEqual({ amount_micros: '7250000', note: 'invoice 42' });
+    expect((await admin('set-lazy-create', '--account', accountId, '--enabled', 'false')).json).toMatchObject({ lazy_create_customers: false });
+    const { rows: flags } = await gateway.platform.db.query('SELECT lazy_create_customers FROM accounts WHERE id = $1', [accountId]);
+    expect(flags[0].lazy_create_customers).toBe(false);
+    expect((await admin('set-lazy-create', '--account', accountId, '--enabled', 'maybe')).code).toBe(2);
+    expect((await admin('credit-wallet', '--account', accountId, '--amount-usd', '0')).code).toBe(2);
+  });
+
   it('refuses a key for an account that does not exist', async () => {
     const result = await admin('create-key', '--account', '00000000-0000-4000-8000-000000000000', '--scopes', 'api:read');
     expect(result.code).toBe(1);

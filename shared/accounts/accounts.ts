@@ -156,3 +156,16 @@ function rethrowUnique(code: 'account_exists', message: string) {
     throw error;
   };
 }
+
+/** An operator's credit to a developer wallet: the balance and its ledger row move together. */
+export async function creditDeveloperWallet(db: Db, accountId: string, amountMicros: number, note: string | null): Promise<repo.AccountWithWalletRow> {
+  const account = await repo.findAccount(db, accountId);
+  if (!account || account.status !== 'active') throw serviceError('account_not_found');
+  await withTransaction(db, (tx) => repo.postLedgerEntry(tx, { accountId, amountMicros, kind: 'credit', note }));
+  return (await repo.findAccountWithWallet(db, accountId))!;
+}
+
+/** Whether unknown external ids become customers on first use (spec 1, "Attribution"). */
+export async function setLazyCustomerCreation(db: Db, accountId: string, enabled: boolean): Promise<void> {
+  if (!(await repo.setLazyCustomerCreation(db, accountId, enabled))) throw serviceError('account_not_found');
+}

@@ -305,3 +305,8 @@ export async function listVouchers(q: Queryable, developerId: string): Promise<V
   );
   return rows;
 }
+
+export async function setLazyCustomerCreation(q: Queryable, accountId: string, enabled: boolean): Promise<boolean> {
+  const { rowCount } = await q.query(`UPDATE accounts SET lazy_create_customers = $2 WHERE id = $1 AND owner_type = 'developer'`, [accountId, enabled]);
+  return rowCount === 1;
+}
