@@ -1,11 +1,7 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, call, startTestPlatform, type TestPlatform } from './support/test-platform.js';
+import { runAdmin } from './support/admin-cli.js';
 
-const run = promisify(execFile);
-const ROOT = path.resolve(import.meta.dirname, '..');
 
 let gateway: TestPlatform;
 beforeAll(async () => {
@@ -13,20 +9,7 @@ beforeAll(async () => {
 });
 afterAll(() => gateway?.close());
 
-/** Runs `npm run admin -- <args>` as an operator would, against this file's database. */
-async function admin(...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: gateway.config.DATABASE_URL },
-    });
-    return { code: 0, json: JSON.parse(stdout), stderr };
-  } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string };
-    const errorLine = failure.stderr.split('\n').find((line) => line.startsWith('{"error"'));
-    return { code: failure.code, json: errorLine ? JSON.parse(errorLine) : null, stderr: failure.stderr };
-  }
-}
+const admin = (...args: string[]) => runAdmin(gateway.config.DATABASE_URL, ...args);
 
 describe('npm run admin', () => {
   let accountId: string;

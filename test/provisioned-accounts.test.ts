@@ -1,7 +1,4 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../shared/accounts/keys.js';
 import { verifyPassword } from '../shared/accounts/passwords.js';
@@ -15,9 +12,8 @@ import {
   type TestDeveloper,
   type TestPlatform,
 } from './support/test-platform.js';
+import { runAdmin } from './support/admin-cli.js';
 
-const run = promisify(execFile);
-const ROOT = path.resolve(import.meta.dirname, '..');
 
 let gateway: TestPlatform;
 
@@ -77,20 +73,7 @@ async function accountIdsByEmail(email: string): Promise<string[]> {
   return rows.map((row) => row.id);
 }
 
-/** Runs `npm run admin -- <args>` as an operator would, against this file's database. */
-async function admin(...args: string[]): Promise<{ code: number; json: any; stdout: string }> {
-  try {
-    const { stdout } = await run('npm', ['run', '--silent', 'admin', '--', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: gateway.config.DATABASE_URL },
-    });
-    return { code: 0, json: JSON.parse(stdout), stdout };
-  } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string };
-    const errorLine = failure.stderr.split('\n').find((line) => line.startsWith('{"error"'));
-    return { code: failure.code, json: errorLine ? JSON.parse(errorLine) : null, stdout: failure.stdout };
-  }
-}
+const admin = (...args: string[]) => runAdmin(gateway.config.DATABASE_URL, ...args);
 
 describe('POST /v1/accounts', () => {
   it('creates a standalone account with its own empty wallet by default, and a ko_ key shown once', async () => {
