@@ -35,12 +35,10 @@ export async function checkHealth(platform: Platform): Promise<HealthReport> {
     timed(async () => {
       await platform.redis.ping();
     }),
-    timed(async () => {
-      await platform.temporal.connection.withDeadline(Date.now() + CHECK_TIMEOUT_MS, () =>
-        platform.temporal.connection.workflowService.getSystemInfo({}),
-      );
+    timed(async (signal) => {
+      await platform.temporal.probe.withAbortSignal(signal, () => platform.temporal.probe.workflowService.getSystemInfo({}));
     }),
-    timedWithValue(() => countLivePollers(platform)),
+    timedWithValue((signal) => countLivePollers(platform, signal)),
   ]);
 
   const pollers = worker.value ?? 0;
@@ -59,9 +57,9 @@ export async function checkHealth(platform: Platform): Promise<HealthReport> {
   return { status: allOk ? 'ok' : 'degraded', checks };
 }
 
-async function countLivePollers(platform: Platform): Promise<number> {
-  const { connection } = platform.temporal;
-  const response = await connection.withDeadline(Date.now() + CHECK_TIMEOUT_MS, () =>
+async function countLivePollers(platform: Platform, signal: AbortSignal): Promise<number> {
+  const connection = platform.temporal.probe;
+  const response = await connection.withAbortSignal(signal, () =>
     connection.workflowService.describeTaskQueue({
       namespace: platform.config.TEMPORAL_NAMESPACE,
       taskQueue: { name: platform.config.TEMPORAL_TASK_QUEUE, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
@@ -75,23 +73,29 @@ async function countLivePollers(platform: Platform): Promise<number> {
   }).length;
 }
 
-async function timed(check: () => Promise<unknown>): Promise<ComponentHealth> {
+async function timed(check: (signal: AbortSignal) => Promise<unknown>): Promise<ComponentHealth> {
   return (await timedWithValue(check)).health;
 }
 
-async function timedWithValue<T>(check: () => Promise<T>): Promise<{ health: ComponentHealth; value?: T }> {
+/**
+ * Runs one check with a deadline. The check is aborted when the deadline passes or it settles,
+ * so no retry of a client library (Temporal's gRPC retries) outlives the request that asked.
+ */
+async function timedWithValue<T>(check: (signal: AbortSignal) => Promise<T>): Promise<{ health: ComponentHealth; value?: T }> {
   const started = performance.now();
+  const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   try {
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
     });
-    const value = await Promise.race([check(), deadline]);
+    const value = await Promise.race([check(controller.signal), deadline]);
     return { health: { ok: true, latency_ms: elapsed(started) }, value };
   } catch (error) {
     return { health: { ok: false, latency_ms: elapsed(started), error: error instanceof Error ? error.message : String(error) } };
   } finally {
     clearTimeout(timer);
+    controller.abort();
   }
 }
 
