@@ -11,7 +11,7 @@ let developer: TestDeveloper;
 const probe = (platform: Parameters<typeof meteredProbeRoutes>[0]) => [meteredProbeRoutes(platform)];
 
 beforeAll(async () => {
-  gateway = await startTestPlatform({ DATABASE_POOL_MAX: '20' }, { routes: probe });
+  gateway = await startTestPlatform({ DATABASE_POOL_MAX: '20', LAZY_CREATE_PER_MINUTE: '5' }, { routes: probe });
   developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
 });
 afterAll(() => gateway?.close());
@@ -99,6 +99,34 @@ describe('customer attribution', () => {
     expect((await meter(headers, { tokens_in: 40, tokens_out: 20 })).status).toBe(200);
     expect((await meter(headers, { tokens_in: 40, tokens_out: 20 })).status).toBe(200); // 60 < 100 when it started
     expectError(await meter(headers), 429, 'customer_rate_limit_exceeded');
+  });
+});
+
+describe('limits on creation and ledger failures', () => {
+  it('429 lazy_create_rate_exceeded once first uses create more customers than allowed per minute', async () => {
+    const eager = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const limits = Number(gateway.config.LAZY_CREATE_PER_MINUTE);
+    for (let i = 0; i < limits; i++) expect((await meter({ ...bearer(eager.key), 'Svc-Customer': `new-${i}` })).status).toBe(200);
+    expectError(await meter({ ...bearer(eager.key), 'Svc-Customer': `new-${limits}` }), 429, 'lazy_create_rate_exceeded');
+    expect((await meter({ ...bearer(eager.key), 'Svc-Customer': 'new-0' })).status).toBe(200);
+  });
+
+  it('500 wallet_error (type api_error) when the ledger cannot be written, and nothing is charged', async () => {
+    const unlucky = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const client = await gateway.platform.db.connect();
+    try {
+      await client.query(`CREATE FUNCTION fail_ledger_http() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF NEW.account_id = '${unlucky.accountId}' THEN RAISE EXCEPTION 'ledger unavailable'; END IF; RETURN NEW; END $$`);
+      await client.query('CREATE TRIGGER fail_ledger_http BEFORE INSERT ON wallet_ledger FOR EACH ROW EXECUTE FUNCTION fail_ledger_http()');
+      const response = await meter(bearer(unlucky.key), { cost_micros: 700 });
+      expect({ status: response.status, type: response.body.error.type, code: response.body.error.code }).toEqual({ status: 500, type: 'api_error', code: 'wallet_error' });
+      expect(response.text).not.toContain('ledger unavailable');
+    } finally {
+      await client.query('DROP TRIGGER fail_ledger_http ON wallet_ledger; DROP FUNCTION fail_ledger_http()');
+      client.release();
+    }
+    const { rows } = await gateway.platform.db.query('SELECT balance_micros::bigint AS balance FROM wallets WHERE account_id = $1', [unlucky.accountId]);
+    expect(Number(rows[0].balance)).toBe(1_000_000);
   });
 });
 
