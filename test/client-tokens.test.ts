@@ -486,3 +486,17 @@ describe('signing keys', () => {
     expect(warnings).toHaveLength(1);
   });
 });
+
+describe('registry purge', () => {
+  it('deletes rows a day past expiry and keeps recent ones', async () => {
+    const { purgeExpiredClientTokens } = await import('../shared/client-tokens/client-tokens.js');
+    const { rows: before } = await gateway.platform.db.query('SELECT jti FROM client_tokens ORDER BY jti LIMIT 2');
+    expect(before.length).toBe(2);
+    const [old, recent] = before.map((row) => row.jti as string);
+    await gateway.platform.db.query(`UPDATE client_tokens SET expires_at = now() - interval '25 hours' WHERE jti = $1`, [old]);
+    await gateway.platform.db.query(`UPDATE client_tokens SET expires_at = now() - interval '1 hour' WHERE jti = $1`, [recent]);
+    expect(await purgeExpiredClientTokens(gateway.platform.db)).toBe(1);
+    const { rows: after } = await gateway.platform.db.query('SELECT jti FROM client_tokens WHERE jti = ANY($1)', [[old, recent]]);
+    expect(after.map((row) => row.jti)).toEqual([recent]);
+  });
+});

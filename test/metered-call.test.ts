@@ -168,6 +168,16 @@ describe('client tokens', () => {
     expect(response.body.customer_id).toBe(customerId);
   });
 
+  it('refuses tokens of an archived customer: minting is 404 customer_not_found, and live tokens stop working', async () => {
+    const leaving = await createCustomer({ external_id: 'leaving' });
+    const { token } = (await call(gateway.baseUrl, `/v1/customers/${leaving.id}/client_tokens`, { method: 'POST', json: {}, headers: bearer(developer.key) })).body;
+    expect((await meter(client(token))).status).toBe(200);
+    await call(gateway.baseUrl, `/v1/customers/${leaving.id}/archive`, { method: 'POST', json: {}, headers: bearer(developer.key) });
+    expectError(await meter(client(token)), 404, 'customer_not_found');
+    const mint = await call(gateway.baseUrl, `/v1/customers/${leaving.id}/client_tokens`, { method: 'POST', json: {}, headers: bearer(developer.key) });
+    expectError(mint, 404, 'customer_not_found');
+  });
+
   it('401 invalid_client_token for a token that is not one', async () => {
     expectError(await meter(client('not.a.jwt')), 401, 'invalid_client_token');
   });

@@ -1,4 +1,5 @@
 import { releaseExpiredHolds } from '../shared/billing/meter.js';
+import { purgeExpiredClientTokens } from '../shared/client-tokens/client-tokens.js';
 import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
 import type { Platform } from '../shared/platform/platform.js';
 
@@ -8,6 +9,7 @@ import type { Platform } from '../shared/platform/platform.js';
  * them and each due job still runs once.
  */
 export const HOLD_SWEEP_QUEUE = 'billing-hold-sweep';
+export const CLIENT_TOKEN_SWEEP_QUEUE = 'client-token-registry-sweep';
 
 export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
   return [
@@ -16,9 +18,15 @@ export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
       process: async () => ({ released: await releaseExpiredHolds(platform.db) }),
       options: { concurrency: 1 },
     },
+    {
+      queue: CLIENT_TOKEN_SWEEP_QUEUE,
+      process: async () => ({ deleted: await purgeExpiredClientTokens(platform.db) }),
+      options: { concurrency: 1 },
+    },
   ];
 }
 
 export async function scheduleRecurringJobs(queues: QueueRegistry, everyMs = 60_000): Promise<void> {
   await queues.queue(HOLD_SWEEP_QUEUE).upsertJobScheduler('release-expired-holds', { every: everyMs }, { name: 'release-expired-holds' });
+  await queues.queue(CLIENT_TOKEN_SWEEP_QUEUE).upsertJobScheduler('purge-expired-client-tokens', { every: 60 * everyMs }, { name: 'purge-expired-client-tokens' });
 }

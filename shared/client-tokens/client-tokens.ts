@@ -66,6 +66,8 @@ export async function mintClientToken(
   callerIp: string | undefined,
 ): Promise<MintedClientToken> {
   const customer = await getCustomer(platform.db, developerId, customerReference);
+  // An archived customer makes no calls, so a token for it could never be used.
+  if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'That customer is archived; client tokens can only be minted for active customers.' });
   const input = parseFields<MintInput>(body ?? {}, FIELDS);
 
   const cap = customer.rpm_limit;
@@ -263,3 +265,11 @@ function toPrincipal(row: repo.ClientTokenRow): ClientTokenPrincipal {
 }
 
 const invalidClientToken = () => serviceError('invalid_client_token');
+
+/**
+ * Keeps the jti registry small. Rows stay a day past expiry, so revoking a token that just
+ * expired still answers 204 rather than 404.
+ */
+export function purgeExpiredClientTokens(db: Db, now = new Date()): Promise<number> {
+  return repo.deleteExpiredClientTokens(db, new Date(now.getTime() - 24 * 3600 * 1000));
+}

@@ -81,3 +81,9 @@ export async function revokeAllClientTokens(q: Queryable, developerId: string, c
   );
   return rowCount ?? 0;
 }
+
+/** Deletes registry rows of tokens that expired before `before`; a token past its exp never verifies anyway. */
+export async function deleteExpiredClientTokens(q: Queryable, before: Date): Promise<number> {
+  const { rowCount } = await q.query('DELETE FROM client_tokens WHERE expires_at < $1', [before]);
+  return rowCount ?? 0;
+}
