@@ -30,14 +30,20 @@ export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): 
     const credential = req.credential;
     if (!credential) throw serviceError('missing_token');
     if (credential.scheme === 'client') throw serviceError('endpoint_not_allowed_for_client_token');
-    const principal = await authenticateDeveloperKey(platform.db, credential.value);
-    if (principal.kind === 'developer_key' && !grantsScope(principal.scopes, scope)) {
-      throw serviceError('insufficient_scope', { message: `This route needs the ${scope} scope (or admin); the key has ${principal.scopes.join(', ')}.` });
-    }
-    req.principal = principal;
+    const principal = await verifyDeveloperKey(platform, req, credential.value, scope);
     await enforceLimits(platform, res, [edgeLayer(platform.config, clientIp(req), credential.value), ...developerLayers(platform.config, principal.accountId)]);
     next();
   };
+}
+
+/** Verifies a `ko_` key and the route's scope (an exact match or `admin`), and records the caller. */
+export async function verifyDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope) {
+  const principal = await authenticateDeveloperKey(platform.db, presented);
+  if (!grantsScope(principal.scopes, scope)) {
+    throw serviceError('insufficient_scope', { message: `This route needs the ${scope} scope (or admin); the key has ${principal.scopes.join(', ')}.` });
+  }
+  req.principal = principal;
+  return principal;
 }
 
 /** A route of /v1/accounts: only the developer's `rsk_` provisioning key opens it. */

@@ -8,10 +8,8 @@ import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-eve
 import type { Platform } from '../../shared/platform/platform.js';
 import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
 import { clientTokenLayer, customerLayers, customerTokensKey, developerLayers, developerTokensKey, edgeLayer } from '../../shared/ratelimit/layers.js';
-import { authenticateDeveloperKey } from '../../shared/accounts/authenticate.js';
-import { grantsScope } from '../../shared/accounts/scopes.js';
 import { authenticateClientToken } from './client-token.js';
-import { clientIp } from './authenticate.js';
+import { clientIp, verifyDeveloperKey } from './authenticate.js';
 
 /**
  * What a metered route knows about its call once the pipeline ran: who pays, for which customer,
@@ -58,12 +56,7 @@ export function meteredCall(platform: Platform, scopes: { developer: DeveloperSc
       if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'The customer of this client token is archived.' });
       layers.push(clientTokenLayer(token.jti, token.rpmLimit));
     } else {
-      const principal = await authenticateDeveloperKey(db, credential.value);
-      if (!grantsScope(principal.scopes, scopes.developer)) {
-        throw serviceError('insufficient_scope', { message: `This route needs the ${scopes.developer} scope (or admin).` });
-      }
-      req.principal = principal;
-      developerId = principal.accountId;
+      developerId = (await verifyDeveloperKey(platform, req, credential.value, scopes.developer)).accountId;
       const reference = attributionOf(req);
       customer = reference
         ? await attributeCustomer(db, limiter, developerId, { reference, strict: /^true$/i.test(req.get('svc-customer-strict') ?? '') }, config.LAZY_CREATE_PER_MINUTE)
