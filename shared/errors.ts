@@ -112,6 +112,15 @@ const CATALOG = {
   account_exists: { status: 409, type: 'conflict_error', message: 'The email or username is already in use.' },
   cap_reached: { status: 403, type: 'permission_error', message: 'The active-account limit is reached; close an account first.' },
 
+  // Model references (spec 1, "Model references", "Region suffixes"); param is always model.
+  invalid_model_ref: { status: 400, type: 'invalid_request_error', message: 'model must be a typed reference such as svc:<provider>/<model> or match:<provider>/<family>.' },
+  unsupported_provider: { status: 400, type: 'invalid_request_error', message: 'That provider or region is not supported for this reference.' },
+  unknown_slot: { status: 400, type: 'invalid_request_error', message: 'No slot with that alias is defined.' },
+  slot_cycle: { status: 400, type: 'invalid_request_error', message: 'The slot aliases refer to each other in a cycle.' },
+  unknown_dynamic_profile: { status: 400, type: 'invalid_request_error', message: 'No dynamic profile with that name is defined.' },
+  byok_not_supported: { status: 400, type: 'invalid_request_error', message: 'user: references (your own upstream keys) are not supported.' },
+  missing_model: { status: 400, type: 'invalid_request_error', message: 'model is required.' },
+
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;
