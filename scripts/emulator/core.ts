@@ -1,0 +1,179 @@
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+
+/**
+ * The upstream emulator's shared behaviour. It stands in for every provider (no provider is
+ * reachable from this machine): deterministic answers, token counts, latency, and faults that
+ * tests inject through its control API. Each wire style lives in styles/ and uses only this.
+ */
+
+/** The credentials the emulator accepts; the gateway is configured with the same values. */
+export interface EmulatorCredentials {
+  /** Bearer / api-key style keys, by provider name (openai, anthropic, gemini, cohere, voyage, azure, ...). */
+  apiKeys: Record<string, string>;
+  /** AWS Signature V4 (bedrock). */
+  aws: { accessKeyId: string; secretAccessKey: string; region: string };
+  /** Google service-account key (vertex): the emulator verifies assertions with its public key. */
+  googleServiceAccount: { clientEmail: string; privateKeyPem: string; publicKeyPem: string; projectId: string };
+  /** IBM Cloud API key (watsonx) exchanged for an IAM bearer token. */
+  ibmApiKey: string;
+}
+
+export interface EmulatorOptions {
+  credentials: EmulatorCredentials;
+  /** Added before every answer (and before the first chunk of a stream). */
+  latencyMs: number;
+  /** Pause between stream chunks. */
+  chunkIntervalMs: number;
+}
+
+/** What a test asks the emulator to do to the next matching requests. */
+export type Fault =
+  | { kind: 'status'; status: number; retryAfterSeconds?: number }
+  | { kind: 'timeout' }
+  | { kind: 'disconnect'; afterChunks: number }
+  | { kind: 'latency'; ms: number };
+
+export interface FaultRule {
+  /** Provider name (the first path segment) and optionally the model; omitted = any. */
+  provider?: string;
+  model?: string;
+  fault: Fault;
+  /** How many matching requests it applies to; afterwards the rule is gone. */
+  times: number;
+}
+
+/** Faults are first-come: the oldest matching rule with uses left applies to a request. */
+export class FaultRegistry {
+  private rules: FaultRule[] = [];
+
+  add(rule: FaultRule): void {
+    this.rules.push({ ...rule });
+  }
+
+  clear(): void {
+    this.rules = [];
+  }
+
+  take(provider: string, model: string | undefined): Fault | undefined {
+    const rule = this.rules.find((candidate) => (!candidate.provider || candidate.provider === provider) && (!candidate.model || candidate.model === model));
+    if (!rule) return undefined;
+    rule.times -= 1;
+    if (rule.times <= 0) this.rules = this.rules.filter((candidate) => candidate !== rule);
+    return rule.fault;
+  }
+}
+
+const WORDS = [
+  'the', 'gateway', 'answers', 'every', 'request', 'with', 'a', 'steady', 'stream', 'of', 'plain', 'words',
+  'so', 'tests', 'can', 'count', 'tokens', 'and', 'compare', 'bytes', 'across', 'runs', 'without', 'surprise',
+  'model', 'reply', 'emulated', 'upstream', 'deterministic', 'output', 'for', 'your', 'prompt', 'here', 'is', 'more',
+];
+
+/**
+ * The same prompt to the same model always gets the same reply. `maxTokens` caps its length,
+ * as a provider's max_tokens would; the reply is otherwise 12 to 40 tokens long.
+ */
+export function deterministicReply(model: string, prompt: string, maxTokens?: number): { text: string; finishReason: 'stop' | 'length' } {
+  const digest = createHash('sha256').update(`${model}\n${prompt}`).digest();
+  const natural = 12 + (digest[0]! % 29);
+  const length = maxTokens !== undefined ? Math.min(natural, Math.max(1, maxTokens)) : natural;
+  const words = Array.from({ length }, (_, i) => WORDS[digest[(i + 1) % digest.length]! % WORDS.length]!);
+  return { text: words.join(' '), finishReason: maxTokens !== undefined && maxTokens < natural ? 'length' : 'stop' };
+}
+
+/** One token per word of a reply; for prompts, about four characters per token (at least one). */
+export function countTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+export const replyTokens = (text: string) => (text === '' ? 0 : text.split(' ').length);
+
+/** Splits a reply into the pieces a stream sends, one word (with its leading space) at a time. */
+export function streamPieces(text: string): string[] {
+  return text.split(' ').map((word, i) => (i === 0 ? word : ` ${word}`));
+}
+
+/** A deterministic embedding: unit length, the same for the same input and model. */
+export function deterministicEmbedding(model: string, input: string, dimensions: number): number[] {
+  const values: number[] = [];
+  let block = 0;
+  while (values.length < dimensions) {
+    const digest = createHash('sha256').update(`${model}\n${input}\n${block++}`).digest();
+    for (let i = 0; i + 1 < digest.length && values.length < dimensions; i += 2) values.push(digest.readInt16BE(i) / 32768);
+  }
+  const norm = Math.sqrt(values.reduce((sum, value) => sum + value * value, 0)) || 1;
+  return values.map((value) => value / norm);
+}
+
+/** A relevance score in [0, 1] from shared words, so rerank order is deterministic and sensible. */
+export function relevance(query: string, document: string): number {
+  const terms = new Set(query.toLowerCase().split(/\W+/).filter(Boolean));
+  const words = document.toLowerCase().split(/\W+/).filter(Boolean);
+  if (terms.size === 0 || words.length === 0) return 0;
+  const hits = words.filter((word) => terms.has(word)).length;
+  return Math.round((hits / words.length) * 1e6) / 1e6;
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Applies the fault and latency for one request before its handler runs. Returns false when the
+ * request was answered (an error status) or abandoned (a timeout), so the handler must not answer.
+ * `disconnect` faults are returned for streaming handlers to apply after N chunks.
+ */
+export async function applyFault(
+  req: Request,
+  res: Response,
+  context: { faults: FaultRegistry; options: EmulatorOptions; provider: string; model: string | undefined; errorBody: (status: number) => unknown },
+): Promise<{ proceed: boolean; disconnectAfter?: number }> {
+  const fault = context.faults.take(context.provider, context.model);
+  await sleep(context.options.latencyMs + (fault?.kind === 'latency' ? fault.ms : 0));
+  if (!fault || fault.kind === 'latency') return { proceed: true };
+  if (fault.kind === 'timeout') {
+    // Never answer; the caller's deadline decides. The socket closes when the caller gives up.
+    req.socket.setTimeout(0);
+    return { proceed: false };
+  }
+  if (fault.kind === 'status') {
+    if (fault.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(fault.retryAfterSeconds));
+    res.status(fault.status).json(context.errorBody(fault.status));
+    return { proceed: false };
+  }
+  if (fault.afterChunks <= 0) {
+    req.socket.destroy();
+    return { proceed: false };
+  }
+  return { proceed: true, disconnectAfter: fault.afterChunks };
+}
+
+/** Server-sent events helper shared by the streaming styles. */
+export function startEventStream(res: Response): void {
+  res.status(200);
+  res.setHeader('content-type', 'text/event-stream');
+  res.setHeader('cache-control', 'no-cache');
+  res.setHeader('connection', 'keep-alive');
+  res.flushHeaders();
+}
+
+export type Handler = (req: Request, res: Response, next: NextFunction) => unknown;
+
+/**
+ * Credentials for one emulator run: fixed, recognisable keys for the key-based providers, and a
+ * fresh RSA key pair standing in for a Google service account. Tests and `npm start` configure
+ * the gateway with these same values.
+ */
+export function createEmulatorCredentials(providers: readonly string[]): EmulatorCredentials {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return {
+    apiKeys: Object.fromEntries(providers.map((provider) => [provider, `emu-${provider}-key`])),
+    aws: { accessKeyId: 'AKIAEMULATOR000000', secretAccessKey: 'emulator-secret-access-key', region: 'us-east-1' },
+    googleServiceAccount: {
+      clientEmail: 'gateway@emulator-project.iam.gserviceaccount.com',
+      privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+      projectId: 'emulator-project',
+    },
+    ibmApiKey: 'emu-ibm-api-key',
+  };
+}
