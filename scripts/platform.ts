@@ -5,9 +5,10 @@
  * Ctrl-C (or SIGTERM) stops exactly what this command started.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateClientTokenJwk } from '../shared/client-tokens/keys.js';
 import { loadConfig, managesTemporalDevServer, type Config } from '../shared/config.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
 import {
@@ -104,7 +105,7 @@ function spawnNode(script: string, env: NodeJS.ProcessEnv): ChildProcess {
 }
 
 async function startPlatform(temporalAddress: string): Promise<void> {
-  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress };
+  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys() };
   spawnNode('workers/main.ts', env);
   spawnNode('api/main.ts', env);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
@@ -121,6 +122,21 @@ async function startPlatform(temporalAddress: string): Promise<void> {
     '',
   ];
   process.stderr.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * Client tokens must survive a restart of `npm start`: without configured keys, one signing key
+ * is made once and kept in the data directory (production configures CLIENT_TOKEN_SIGNING_KEYS).
+ */
+function localClientTokenKeys(): string {
+  if (process.env.CLIENT_TOKEN_SIGNING_KEYS) return process.env.CLIENT_TOKEN_SIGNING_KEYS;
+  const file = path.join(config.dataDir, 'client-token-keys.json');
+  if (!existsSync(file)) {
+    mkdirSync(config.dataDir, { recursive: true });
+    writeFileSync(file, JSON.stringify([generateClientTokenJwk('local-1')]), { mode: 0o600 });
+    say(`made a client-token signing key for this machine in ${path.join(config.DATA_DIR, 'client-token-keys.json')}`);
+  }
+  return readFileSync(file, 'utf8');
 }
 
 /** Waits until every check is green (the worker polls once its workflow bundle is built), at most a minute. */
