@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meteredProbeRoutes } from '../bench/support/metered-probe.js';
-import { bearer, call, createDeveloper, startSecondInstance, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, createProvisioningKeyFor, startSecondInstance, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /**
  * The governance chain of every metered call, through real HTTP requests: authentication by
@@ -58,6 +58,30 @@ describe('developer keys', () => {
     await meter({ ...bearer(biller.key), 'X-Svc-Billable-Amount': '9000' }, { cost_micros: 500 });
     const usage = await call(gateway.baseUrl, '/v1/margin', { headers: bearer(biller.key) });
     expect(usage.body.totals).toMatchObject({ requests: 1, cost_usd: 0.0005, billable_usd: 0.009, margin_usd: 0.0085 });
+  });
+});
+
+describe('provisioned accounts', () => {
+  it("bills a linked account's calls to its parent's wallet, and a standalone account's to its own", async () => {
+    const parent = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const rsk = await createProvisioningKeyFor(gateway.platform, parent.accountId);
+    const provision = (json: Record<string, unknown>) => call(gateway.baseUrl, '/v1/accounts', { method: 'POST', json, headers: bearer(rsk) });
+    const linked = (await provision({ email: 'linked@example.test', username: 'linked_user', password: 'long password', funding: 'linked' })).body;
+    const granted = (await provision({ email: 'granted@example.test', username: 'granted_user', password: 'long password', funding: 'grant', amount_usd: 0.1 })).body;
+
+    expect((await meter(bearer(linked.api_key), { max_cost_micros: 3_000, cost_micros: 2_500 })).status).toBe(200);
+    expect((await meter(bearer(granted.api_key), { max_cost_micros: 3_000, cost_micros: 1_000 })).status).toBe(200);
+
+    const balances = await gateway.platform.db.query<{ account_id: string; balance_micros: string }>(
+      'SELECT account_id, balance_micros FROM wallets WHERE account_id = ANY($1)',
+      [[parent.accountId, granted.account.id]],
+    );
+    const balanceOf = (id: string) => Number(balances.rows.find((row) => row.account_id === id)!.balance_micros);
+    expect(balanceOf(parent.accountId)).toBe(1_000_000 - 100_000 - 2_500); // the grant, then the linked call
+    expect(balanceOf(granted.account.id)).toBe(100_000 - 1_000);
+    const usage = await gateway.platform.db.query('SELECT developer_id, cost_micros FROM usage_records WHERE developer_id = $1', [linked.account.id]);
+    expect(usage.rows).toEqual([{ developer_id: linked.account.id, cost_micros: '2500' }]);
+    expect((await call(gateway.baseUrl, '/v1/balance', { headers: bearer(linked.api_key) })).body).toMatchObject({ billing: 'linked' });
   });
 });
 

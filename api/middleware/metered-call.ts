@@ -17,6 +17,8 @@ import { clientIp, verifyDeveloperKey } from './authenticate.js';
  */
 export interface MeteredCallContext {
   developerId: string;
+  /** Whose wallet pays (unless a prepaid customer does): the caller, or a linked account's parent. */
+  payerAccountId: string;
   customer: CustomerRow | null;
   /** X-Svc-Billable-Amount, in micro-dollars, when the caller set it for this call. */
   billableOverrideMicros: number | undefined;
@@ -47,16 +49,20 @@ export function meteredCall(platform: Platform, scopes: { developer: DeveloperSc
     if (!credential) throw serviceError('missing_token');
 
     let developerId: string;
+    let payerAccountId: string;
     let customer: CustomerRow | null;
     const layers: LimitLayer[] = [edgeLayer(config, clientIp(req), credential.value)];
     if (credential.scheme === 'client') {
       const token = await authenticateClientToken(platform, req, scopes.clientToken);
       developerId = token.accountId;
+      payerAccountId = token.accountId;
       customer = await getCustomer(db, developerId, token.customerId);
       if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'The customer of this client token is archived.' });
       layers.push(clientTokenLayer(token.jti, token.rpmLimit));
     } else {
-      developerId = (await verifyDeveloperKey(platform, req, credential.value, scopes.developer)).accountId;
+      const principal = await verifyDeveloperKey(platform, req, credential.value, scopes.developer);
+      developerId = principal.accountId;
+      payerAccountId = principal.billingAccountId;
       const reference = attributionOf(req);
       customer = reference
         ? await attributeCustomer(db, limiter, developerId, { reference, strict: /^true$/i.test(req.get('svc-customer-strict') ?? '') }, config.LAZY_CREATE_PER_MINUTE)
@@ -74,6 +80,7 @@ export function meteredCall(platform: Platform, scopes: { developer: DeveloperSc
 
     req.meteredCall = {
       developerId,
+      payerAccountId,
       customer,
       billableOverrideMicros: billableOverride(req),
       tokenCounterKeys: [developerTokensKey(developerId), ...(customer?.tpm_limit != null ? [customerTokensKey(customer.id)] : [])],

@@ -5,7 +5,7 @@ import * as repo from './repository.js';
 
 /** Who is calling, once a credential has been verified. Domain functions take it as the tenant. */
 export type Principal =
-  | { kind: 'developer_key'; accountId: string; keyId: string; scopes: readonly string[] }
+  | { kind: 'developer_key'; accountId: string; keyId: string; scopes: readonly string[]; billingAccountId: string }
   | { kind: 'provisioning_key'; accountId: string; keyId: string }
   | ClientTokenPrincipal;
 
@@ -32,7 +32,7 @@ export async function authenticateDeveloperKey(db: Db, presented: string, now = 
   const row = await repo.findApiKeyByHash(db, hashKey(presented));
   if (!row || !keyMatches(row.key_hash, presented) || row.account_status !== 'active') throw serviceError('invalid_token');
   if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw serviceError('invalid_token');
-  return { kind: 'developer_key', accountId: row.account_id, keyId: row.id, scopes: row.scopes };
+  return { kind: 'developer_key', accountId: row.account_id, keyId: row.id, scopes: row.scopes, billingAccountId: row.billing_account_id };
 }
 
 export async function authenticateProvisioningKey(db: Db, presented: string | undefined): Promise<Extract<Principal, { kind: 'provisioning_key' }>> {

@@ -42,6 +42,8 @@ export interface KeyLookupRow {
   scopes: string[];
   expires_at: Date | null;
   account_status: 'active' | 'closed';
+  /** The account whose wallet pays for this key's calls: its parent when the account is linked. */
+  billing_account_id: string;
 }
 
 const ACCOUNT_COLUMNS = 'a.id, a.owner_type, a.parent_account_id, a.email, a.username, a.display_name, a.funding, a.status, a.created_at, a.closed_at';
@@ -214,7 +216,8 @@ export async function deleteApiKey(q: Queryable, accountId: string, keyId: strin
 
 export async function findApiKeyByHash(q: Queryable, hash: Buffer): Promise<KeyLookupRow | undefined> {
   const { rows } = await q.query<KeyLookupRow>(
-    `SELECT k.id, k.account_id, k.key_hash, k.scopes, k.expires_at, a.status AS account_status
+    `SELECT k.id, k.account_id, k.key_hash, k.scopes, k.expires_at, a.status AS account_status,
+            CASE WHEN a.funding = 'linked' THEN a.parent_account_id ELSE a.id END AS billing_account_id
      FROM api_keys k JOIN accounts a ON a.id = k.account_id
      WHERE k.key_hash = $1`,
     [hash],
@@ -242,8 +245,8 @@ export async function deleteProvisioningKey(q: Queryable, accountId: string): Pr
   return rowCount === 1;
 }
 
-export async function findProvisioningKeyByHash(q: Queryable, hash: Buffer): Promise<Omit<KeyLookupRow, 'scopes' | 'expires_at'> | undefined> {
-  const { rows } = await q.query<Omit<KeyLookupRow, 'scopes' | 'expires_at'>>(
+export async function findProvisioningKeyByHash(q: Queryable, hash: Buffer): Promise<Omit<KeyLookupRow, 'scopes' | 'expires_at' | 'billing_account_id'> | undefined> {
+  const { rows } = await q.query<Omit<KeyLookupRow, 'scopes' | 'expires_at' | 'billing_account_id'>>(
     `SELECT k.id, k.account_id, k.key_hash, a.status AS account_status
      FROM provisioning_keys k JOIN accounts a ON a.id = k.account_id
      WHERE k.key_hash = $1`,

@@ -24,6 +24,8 @@ export interface Hold {
 
 export interface AuthorizeRequest {
   developerId: string;
+  /** Whose wallet pays when no prepaid customer does: the caller, or a linked account's parent. Default: developerId. */
+  payerAccountId?: string;
   customer: Pick<CustomerRow, 'id' | 'monthly_budget_micros'> | null;
   /** The most the call can cost (e.g. prompt tokens plus max_tokens at the model's prices). */
   maxCostMicros: number;
@@ -45,6 +47,7 @@ export async function authorize(db: Db, request: AuthorizeRequest): Promise<Hold
   const result = await guardLedger(() =>
     repo.authorizeHold(db, {
       developerId,
+      payerAccountId: request.payerAccountId ?? developerId,
       customerId: customer?.id ?? null,
       budgetMicros: customer?.monthly_budget_micros == null ? null : Number(customer.monthly_budget_micros),
       amountMicros: maxCostMicros,

@@ -9,6 +9,7 @@ import { authorize, billableAmount, release, settle } from './meter.js';
  */
 export interface MeteredCall {
   developerId: string;
+  payerAccountId: string;
   customer: CustomerRow | null;
   billableOverrideMicros: number | undefined;
   tokenCounterKeys: string[];
@@ -37,7 +38,13 @@ export async function runMeteredCall<T>(
   execute: () => Promise<UpstreamOutcome<T>>,
   options: { idempotencyKey?: string } = {},
 ): Promise<MeteredResult<T>> {
-  const hold = await authorize(platform.db, { developerId: call.developerId, customer: call.customer, maxCostMicros, requestId: call.requestId });
+  const hold = await authorize(platform.db, {
+    developerId: call.developerId,
+    payerAccountId: call.payerAccountId,
+    customer: call.customer,
+    maxCostMicros,
+    requestId: call.requestId,
+  });
   let outcome: UpstreamOutcome<T>;
   try {
     outcome = await execute();

@@ -13,11 +13,11 @@ export type AuthorizeOutcome = 'ok' | 'budget_exceeded' | 'wallet_empty' | 'cust
 /** One statement: budget reservation, wallet reservation and the hold row (see migration 008). */
 export async function authorizeHold(
   q: Queryable,
-  call: { developerId: string; customerId: string | null; budgetMicros: number | null; amountMicros: number; requestId: string | null; ttlSeconds: number; eventId: string },
+  call: { developerId: string; payerAccountId: string; customerId: string | null; budgetMicros: number | null; amountMicros: number; requestId: string | null; ttlSeconds: number; eventId: string },
 ): Promise<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }> {
   const { rows } = await q.query<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }>(
-    'SELECT outcome, hold_id, payer, budget_month::text AS budget_month FROM billing_authorize($1, $2, $3, $4, $5, $6, $7)',
-    [call.developerId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId],
+    'SELECT outcome, hold_id, payer, budget_month::text AS budget_month FROM billing_authorize($1, $2, $3, $4, $5, $6, $7, $8)',
+    [call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId],
   );
   return rows[0]!;
 }
