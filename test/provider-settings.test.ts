@@ -1,0 +1,31 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CATALOG } from '../shared/models/catalog.js';
+import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/providers/settings.js';
+import { createEmulatorCredentials } from '../scripts/emulator/core.js';
+import { emulatorProviderEnv } from '../scripts/emulator/provider-env.js';
+
+const readServiceAccount = (file: string) => JSON.parse(readFileSync(file, 'utf8')) as ServiceAccountKey;
+
+describe('provider settings', () => {
+  it('configure nothing without credentials, and use each SDK’s own variable names', () => {
+    expect(providerSettingsFromEnv({}, readServiceAccount).size).toBe(0);
+    const settings = providerSettingsFromEnv({ OPENAI_API_KEY: 'sk-1', CO_API_KEY: 'co-1', CO_API_URL: 'https://cohere.example/' }, readServiceAccount);
+    expect(settings.get('openai')).toEqual({ kind: 'key', apiKey: 'sk-1', baseUrl: 'https://api.openai.com/v1' });
+    expect(settings.get('cohere')).toEqual({ kind: 'key', apiKey: 'co-1', baseUrl: 'https://cohere.example' });
+    expect(settings.has('anthropic')).toBe(false);
+  });
+
+  it('point all nineteen providers at the emulator through the same variables a deployment sets', () => {
+    const providers = [...new Set(CATALOG.map((model) => model.provider))];
+    const credentials = createEmulatorCredentials(providers);
+    const env = emulatorProviderEnv('http://127.0.0.1:9999', credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-emu-')));
+    const settings = providerSettingsFromEnv(env, readServiceAccount);
+    expect([...settings.keys()].sort()).toEqual([...providers].sort());
+    expect(settings.get('bedrock')).toMatchObject({ kind: 'aws', baseUrl: 'http://127.0.0.1:9999/bedrock', accessKeyId: credentials.aws.accessKeyId });
+    expect(settings.get('vertex')).toMatchObject({ kind: 'google_service_account', tokenUri: 'http://127.0.0.1:9999/vertex/token', projectId: 'emulator-project' });
+    expect(settings.get('groq')).toEqual({ kind: 'key', apiKey: credentials.apiKeys.groq, baseUrl: 'http://127.0.0.1:9999/groq/openai/v1' });
+  });
+});
