@@ -58,20 +58,29 @@ const FULL: ModelCapabilities = { tools: true, vision: true, json_schema: true, 
 const CLAUDE: ModelCapabilities = { ...FULL, prompt_cache: true };
 const TEXT: ModelCapabilities = { tools: true, json_schema: true };
 
-function claude(model: string, family: 'sonnet' | 'opus' | 'haiku', version: number, input: number, output: number, cloud1: string, cloud2: string): CatalogModel {
-  return chat('anthropic', model, input, output, CLAUDE, { family, version, contextTokens: 200_000, maxOutputTokens: 64_000, cloudIds: { cloud1, cloud2 } });
+function claude(
+  model: string,
+  family: 'sonnet' | 'opus' | 'haiku',
+  version: number,
+  input: number,
+  output: number,
+  maxOutputTokens: number,
+  cloud1: string,
+  cloud2: string,
+): CatalogModel {
+  return chat('anthropic', model, input, output, CLAUDE, { family, version, contextTokens: 200_000, maxOutputTokens, cloudIds: { cloud1, cloud2 } });
 }
 
 export const CATALOG: readonly CatalogModel[] = [
   // anthropic: the match: families, oldest first within each.
-  claude('claude-3-haiku-20240307', 'haiku', 3, 0.25, 1.25, 'anthropic.claude-3-haiku-20240307-v1:0', 'claude-3-haiku@20240307'),
-  claude('claude-3-5-haiku-20241022', 'haiku', 3.5, 0.8, 4, 'anthropic.claude-3-5-haiku-20241022-v1:0', 'claude-3-5-haiku@20241022'),
-  claude('claude-haiku-4-5-20251001', 'haiku', 4.5, 1, 5, 'anthropic.claude-haiku-4-5-20251001-v1:0', 'claude-haiku-4-5@20251001'),
-  claude('claude-3-7-sonnet-20250219', 'sonnet', 3.7, 3, 15, 'anthropic.claude-3-7-sonnet-20250219-v1:0', 'claude-3-7-sonnet@20250219'),
-  claude('claude-sonnet-4-20250514', 'sonnet', 4, 3, 15, 'anthropic.claude-sonnet-4-20250514-v1:0', 'claude-sonnet-4@20250514'),
-  claude('claude-sonnet-4-5-20250929', 'sonnet', 4.5, 3, 15, 'anthropic.claude-sonnet-4-5-20250929-v1:0', 'claude-sonnet-4-5@20250929'),
-  claude('claude-opus-4-20250514', 'opus', 4, 15, 75, 'anthropic.claude-opus-4-20250514-v1:0', 'claude-opus-4@20250514'),
-  claude('claude-opus-4-1-20250805', 'opus', 4.1, 15, 75, 'anthropic.claude-opus-4-1-20250805-v1:0', 'claude-opus-4-1@20250805'),
+  claude('claude-3-haiku-20240307', 'haiku', 3, 0.25, 1.25, 4_096, 'anthropic.claude-3-haiku-20240307-v1:0', 'claude-3-haiku@20240307'),
+  claude('claude-3-5-haiku-20241022', 'haiku', 3.5, 0.8, 4, 8_192, 'anthropic.claude-3-5-haiku-20241022-v1:0', 'claude-3-5-haiku@20241022'),
+  claude('claude-haiku-4-5-20251001', 'haiku', 4.5, 1, 5, 64_000, 'anthropic.claude-haiku-4-5-20251001-v1:0', 'claude-haiku-4-5@20251001'),
+  claude('claude-3-7-sonnet-20250219', 'sonnet', 3.7, 3, 15, 64_000, 'anthropic.claude-3-7-sonnet-20250219-v1:0', 'claude-3-7-sonnet@20250219'),
+  claude('claude-sonnet-4-20250514', 'sonnet', 4, 3, 15, 64_000, 'anthropic.claude-sonnet-4-20250514-v1:0', 'claude-sonnet-4@20250514'),
+  claude('claude-sonnet-4-5-20250929', 'sonnet', 4.5, 3, 15, 64_000, 'anthropic.claude-sonnet-4-5-20250929-v1:0', 'claude-sonnet-4-5@20250929'),
+  claude('claude-opus-4-20250514', 'opus', 4, 15, 75, 32_000, 'anthropic.claude-opus-4-20250514-v1:0', 'claude-opus-4@20250514'),
+  claude('claude-opus-4-1-20250805', 'opus', 4.1, 15, 75, 32_000, 'anthropic.claude-opus-4-1-20250805-v1:0', 'claude-opus-4-1@20250805'),
 
   chat('openai', 'gpt-4o', 2.5, 10, { ...FULL, audio_input: false }, { contextTokens: 128_000, maxOutputTokens: 16_384 }),
   chat('openai', 'gpt-4o-mini', 0.15, 0.6, FULL, { contextTokens: 128_000, maxOutputTokens: 16_384 }),
