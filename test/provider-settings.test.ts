@@ -29,3 +29,34 @@ describe('provider settings', () => {
     expect(settings.get('groq')).toEqual({ kind: 'key', apiKey: credentials.apiKeys.groq, baseUrl: 'http://127.0.0.1:9999/groq/openai/v1' });
   });
 });
+
+describe('the provider registry', () => {
+  it('builds one adapter per configured provider, each answering a chat through the emulator', async () => {
+    const { createFullEmulator } = await import('../scripts/emulator/emulator.js');
+    const { listen, serverUrl } = await import('../api/http-server.js');
+    const { ProviderRegistry } = await import('../shared/providers/registry.js');
+    const emulator = createFullEmulator();
+    const server = await listen(emulator.app, 0, '127.0.0.1');
+    try {
+      const env = emulatorProviderEnv(serverUrl(server), emulator.credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-emu-')));
+      const registry = new ProviderRegistry(providerSettingsFromEnv(env, readServiceAccount));
+      expect(registry.configured).toHaveLength(19);
+      // One chat model of every provider that has one: the whole path from settings to the wire.
+      const chatModels = CATALOG.filter((model) => model.kind === 'chat').filter((model, i, all) => all.findIndex((other) => other.provider === model.provider) === i);
+      for (const model of chatModels) {
+        const result = await registry.adapter(model.provider)!.chat!({
+          model,
+          upstreamModel: model.model,
+          region: undefined,
+          messages: [{ role: 'user', content: 'hello from the registry' }],
+          maxTokens: 16,
+          signal: new AbortController().signal,
+        });
+        expect({ provider: model.provider, answered: (result.content ?? '').length > 0, tokens: result.usage.inputTokens > 0 }).toEqual({ provider: model.provider, answered: true, tokens: true });
+      }
+      expect(chatModels.length).toBe(18);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
