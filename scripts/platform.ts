@@ -9,7 +9,11 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateClientTokenJwk } from '../shared/client-tokens/keys.js';
+import { listen, serverUrl } from '../api/http-server.js';
 import { loadConfig, managesTemporalDevServer, type Config } from '../shared/config.js';
+import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/providers/settings.js';
+import { createFullEmulator } from './emulator/emulator.js';
+import { emulatorProviderEnv } from './emulator/provider-env.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
 import {
   freePort,
@@ -105,7 +109,7 @@ function spawnNode(script: string, env: NodeJS.ProcessEnv): ChildProcess {
 }
 
 async function startPlatform(temporalAddress: string): Promise<void> {
-  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys() };
+  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()) };
   spawnNode('workers/main.ts', env);
   spawnNode('api/main.ts', env);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
@@ -122,6 +126,25 @@ async function startPlatform(temporalAddress: string): Promise<void> {
     '',
   ];
   process.stderr.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * With no provider credentials configured, every provider is pointed at the upstream emulator,
+ * served from this process, so a new user can try every endpoint at once. Any configured provider
+ * turns this off: then only real providers are used.
+ */
+async function upstreamsOrEmulator(): Promise<Record<string, string>> {
+  const configured = providerSettingsFromEnv(process.env, (file) => JSON.parse(readFileSync(file, 'utf8')) as ServiceAccountKey);
+  if (configured.size > 0) {
+    say(`upstream providers configured: ${[...configured.keys()].join(', ')}`);
+    return {};
+  }
+  const emulator = createFullEmulator({ latencyMs: 0 });
+  const server = await listen(emulator.app, 0, '127.0.0.1');
+  const url = serverUrl(server);
+  mkdirSync(config.dataDir, { recursive: true });
+  say(`no provider key configured: every provider is served by the upstream emulator at ${url} (deterministic answers, not real models)`);
+  return emulatorProviderEnv(url, emulator.credentials, config.dataDir);
 }
 
 /**
