@@ -14,7 +14,9 @@ import {
 } from './types.js';
 
 /**
- * Anthropic's Messages API (POST /v1/messages), as a gateway-side client.
+ * Anthropic's Messages API (POST /v1/messages), as a gateway-side client. The mapping (request
+ * body, result, stream events) is exported for Claude on Vertex AI (vertex.ts), which sends the
+ * same body to another URL.
  *
  * Mapping decisions:
  * - system and developer messages become top-level `system` text blocks; consecutive messages of
@@ -22,6 +24,7 @@ import {
  * - `json_schema` / `json_object` response formats have no native equivalent on every Claude model,
  *   so they become one forced tool (`json_response`) whose input is the answer; its input comes
  *   back as the text content (finish `stop`), never as a tool call.
+ * - `max_tokens`, which Anthropic requires, is the caller's, else the model's catalog limit, else 4096.
  * - `temperature` is passed through unchanged: Anthropic's range is 0..1, and a value above it is
  *   Anthropic's 400 to the caller rather than a silent change of meaning.
  * - Usage: `inputTokens` is the TOTAL prompt (input_tokens + cache_creation_input_tokens +
@@ -49,7 +52,8 @@ interface WireUsage {
   cache_read_input_tokens?: number | null;
 }
 
-interface WireResponse {
+/** A Messages API response: what `anthropicChatResult` reads. */
+export interface AnthropicMessage {
   content: Array<{ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown } | { type: string }>;
   stop_reason: string | null;
   usage: WireUsage;
@@ -68,21 +72,27 @@ export function createAnthropicAdapter(settings: KeyProviderSettings): ProviderA
     provider: PROVIDER,
 
     async chat(request) {
-      const response = await post(requestBody(request), request.signal);
-      const body = await readJson<WireResponse>(PROVIDER, response, request.signal);
-      return chatResult(body, wantsJson(request));
+      const response = await post({ model: request.upstreamModel, ...anthropicMessagesBody(PROVIDER, request) }, request.signal);
+      const body = await readJson<AnthropicMessage>(PROVIDER, response, request.signal);
+      return anthropicChatResult(body, wantsJsonAnswer(request));
     },
 
     async *chatStream(request) {
-      const response = await post({ ...requestBody(request), stream: true }, request.signal);
-      yield* streamEvents(response, request.signal, wantsJson(request));
+      const response = await post({ model: request.upstreamModel, ...anthropicMessagesBody(PROVIDER, request), stream: true }, request.signal);
+      yield* anthropicStreamEvents(PROVIDER, response, request.signal, wantsJsonAnswer(request));
     },
   };
 }
 
-const wantsJson = (request: ChatRequest) => request.responseFormat?.type === 'json_schema' || request.responseFormat?.type === 'json_object';
+/** Whether the answer must be JSON (sent as the forced `json_response` tool): pass it to the result and stream mappings. */
+export const wantsJsonAnswer = (request: ChatRequest) => request.responseFormat?.type === 'json_schema' || request.responseFormat?.type === 'json_object';
 
-function requestBody(request: ChatRequest): Record<string, unknown> {
+
+/**
+ * The Messages body for a request, without `model` (Anthropic's own API names the model in the
+ * body, Vertex in the URL). `provider` names who answers, in the errors of a request that cannot be mapped.
+ */
+export function anthropicMessagesBody(provider: string, request: ChatRequest): Record<string, unknown> {
   const system: Block[] = [];
   const messages: WireMessage[] = [];
   const push = (role: WireMessage['role'], blocks: Block[]) => {
@@ -96,13 +106,13 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
     switch (message.role) {
       case 'system':
       case 'developer':
-        system.push(...withCacheControl(textBlocks(message, position), message.cache_control));
+        system.push(...withCacheControl(textBlocks(provider, message, position), message.cache_control));
         break;
       case 'user':
-        push('user', withCacheControl(contentBlocks(message, position), message.cache_control));
+        push('user', withCacheControl(contentBlocks(provider, message, position), message.cache_control));
         break;
       case 'assistant':
-        push('assistant', withCacheControl([...contentBlocks(message, position), ...(message.tool_calls ?? []).map((call) => toolUseBlock(call, position))], message.cache_control));
+        push('assistant', withCacheControl([...contentBlocks(provider, message, position), ...(message.tool_calls ?? []).map((call) => toolUseBlock(provider, call, position))], message.cache_control));
         break;
       case 'tool':
         push('user', withCacheControl([{ type: 'tool_result', tool_use_id: message.tool_call_id ?? '', content: textOf(message.content) }], message.cache_control));
@@ -110,8 +120,10 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
     }
   }
 
+  // prompt_cache auto: one breakpoint at the end of the prompt, so the next turn of the same
+  // conversation reads everything before it from the cache.
   if (request.promptCache === 'auto') {
-    const last = system.at(-1) ?? [...messages].reverse().find((message) => message.role === 'user')?.content.at(-1);
+    const last = messages.at(-1)?.content.at(-1) ?? system.at(-1);
     // Anthropic allows four breakpoints; the caller's own ones win over the automatic one.
     const breakpoints = [...system, ...messages.flatMap((message) => message.content)].filter((block) => block.cache_control).length;
     if (last && !last.cache_control && breakpoints < MAX_CACHE_BREAKPOINTS) last.cache_control = { type: 'ephemeral' };
@@ -122,8 +134,8 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
     ...(tool.function.description !== undefined && { description: tool.function.description }),
     input_schema: tool.function.parameters ?? { type: 'object', properties: {} },
   }));
-  let toolChoice = tools.length > 0 ? toolChoiceOf(request.toolChoice) : undefined;
-  if (wantsJson(request)) {
+  let toolChoice = tools.length > 0 ? toolChoiceOf(provider, request.toolChoice) : undefined;
+  if (wantsJsonAnswer(request)) {
     const schema = request.responseFormat?.type === 'json_schema' ? request.responseFormat.json_schema.schema : { type: 'object' };
     tools.push({ name: JSON_TOOL, description: 'Respond with a JSON value that matches this schema.', input_schema: schema });
     // With the caller's own tools present the model may still call one of them; otherwise the answer must be the JSON.
@@ -131,7 +143,6 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
   }
 
   return {
-    model: request.upstreamModel,
     max_tokens: request.maxTokens ?? request.model.maxOutputTokens ?? DEFAULT_MAX_TOKENS,
     messages,
     ...(system.length > 0 && { system }),
@@ -143,14 +154,14 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
   };
 }
 
-function toolChoiceOf(choice: unknown): Record<string, unknown> | undefined {
+function toolChoiceOf(provider: string, choice: unknown): Record<string, unknown> | undefined {
   if (choice === undefined || choice === null) return undefined;
   if (choice === 'auto') return { type: 'auto' };
   if (choice === 'none') return { type: 'none' };
   if (choice === 'required') return { type: 'any' };
   const name = (choice as { function?: { name?: unknown } }).function?.name;
   if (typeof name === 'string') return { type: 'tool', name };
-  throw invalid(`tool_choice ${JSON.stringify(choice)} is not supported`);
+  throw invalid(provider, `tool_choice ${JSON.stringify(choice)} is not supported`);
 }
 
 /** A message's cache breakpoint goes on its last block: the prefix up to there is cached. */
@@ -159,21 +170,21 @@ function withCacheControl(blocks: Block[], cacheControl: CacheControl | undefine
   return blocks;
 }
 
-function textBlocks(message: ChatMessage, position: number): Block[] {
-  return contentBlocks(message, position).filter((block) => {
-    if (block.type !== 'text') throw invalid(`messages[${position}]: a ${message.role} message may only contain text`);
+function textBlocks(provider: string, message: ChatMessage, position: number): Block[] {
+  return contentBlocks(provider, message, position).filter((block) => {
+    if (block.type !== 'text') throw invalid(provider, `messages[${position}]: a ${message.role} message may only contain text`);
     return true;
   });
 }
 
 /** Anthropic rejects empty text blocks, so an empty string (e.g. beside tool calls) adds none. */
-function contentBlocks(message: ChatMessage, position: number): Block[] {
+function contentBlocks(provider: string, message: ChatMessage, position: number): Block[] {
   if (message.content === null) return [];
   if (typeof message.content === 'string') return message.content === '' ? [] : [{ type: 'text', text: message.content }];
-  return message.content.flatMap((part) => partBlock(part, position));
+  return message.content.flatMap((part) => partBlock(provider, part, position));
 }
 
-function partBlock(part: ContentPart, position: number): Block[] {
+function partBlock(provider: string, part: ContentPart, position: number): Block[] {
   switch (part.type) {
     case 'text':
       return part.text === '' ? [] : [{ type: 'text', text: part.text }];
@@ -185,19 +196,19 @@ function partBlock(part: ContentPart, position: number): Block[] {
     case 'file': {
       const inline = part.file.file_data ? parseDataUrl(part.file.file_data) : undefined;
       if (inline?.mediaType === 'application/pdf') return [{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: inline.data } }];
-      throw invalid(`messages[${position}]: only PDF files sent inline as data:application/pdf URLs are supported`);
+      throw invalid(provider, `messages[${position}]: only PDF files sent inline as data:application/pdf URLs are supported`);
     }
     case 'input_audio':
-      throw invalid(`messages[${position}]: audio input is not supported`);
+      throw invalid(provider, `messages[${position}]: audio input is not supported`);
   }
 }
 
-function toolUseBlock(call: ToolCall, position: number): Block {
+function toolUseBlock(provider: string, call: ToolCall, position: number): Block {
   let input: unknown;
   try {
     input = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
   } catch {
-    throw invalid(`messages[${position}].tool_calls: arguments of ${call.id} are not valid JSON`);
+    throw invalid(provider, `messages[${position}].tool_calls: arguments of ${call.id} are not valid JSON`);
   }
   return { type: 'tool_use', id: call.id, name: call.function.name, input };
 }
@@ -206,9 +217,9 @@ const textOf = (content: ChatMessage['content']): string =>
   typeof content === 'string' ? content : (content ?? []).map((part) => (part.type === 'text' ? part.text : '')).join('');
 
 /** A request Anthropic could not accept as mapped: the caller's error, not retried. */
-const invalid = (message: string) => new UpstreamError(PROVIDER, 400, message, false);
+const invalid = (provider: string, message: string) => new UpstreamError(provider, 400, message, false);
 
-function chatResult(body: WireResponse, json: boolean): ChatResult {
+export function anthropicChatResult(body: AnthropicMessage, json: boolean): ChatResult {
   const texts: string[] = [];
   const toolCalls: ToolCall[] = [];
   let answeredAsJson = false;
@@ -272,7 +283,8 @@ const STATUS_BY_ERROR_TYPE: Record<string, number> = {
   overloaded_error: 529,
 };
 
-async function* streamEvents(response: Response, signal: AbortSignal, json: boolean): AsyncGenerator<ChatStreamEvent> {
+/** A Messages SSE stream as the gateway's stream events; `provider` names who answers, in its errors. */
+export async function* anthropicStreamEvents(provider: string, response: Response, signal: AbortSignal, json: boolean): AsyncGenerator<ChatStreamEvent> {
   let usage: WireUsage = {};
   let stopReason: string | null | undefined;
   let stopped = false;
@@ -281,8 +293,8 @@ async function* streamEvents(response: Response, signal: AbortSignal, json: bool
   const toolIndex = new Map<number, number>();
   const jsonBlocks = new Set<number>();
 
-  for await (const { event, data } of upstreamEvents(PROVIDER, response, signal)) {
-    const payload = parseEventJson(PROVIDER, data);
+  for await (const { event, data } of upstreamEvents(provider, response, signal)) {
+    const payload = parseEventJson(provider, data);
     const type = (payload.type as string | undefined) ?? event;
     switch (type) {
       case 'message_start':
@@ -323,11 +335,11 @@ async function* streamEvents(response: Response, signal: AbortSignal, json: bool
         break;
       case 'error': {
         const error = (payload.error ?? {}) as { type?: string; message?: string };
-        throw UpstreamError.fromStatus(PROVIDER, STATUS_BY_ERROR_TYPE[error.type ?? ''] ?? 500, error.message ?? 'stream error');
+        throw UpstreamError.fromStatus(provider, STATUS_BY_ERROR_TYPE[error.type ?? ''] ?? 500, error.message ?? 'stream error');
       }
     }
   }
-  if (!stopped) throw new UpstreamError(PROVIDER, undefined, 'stream ended before message_stop', true);
+  if (!stopped) throw new UpstreamError(provider, undefined, 'stream ended before message_stop', true);
   yield { type: 'finish', finishReason: jsonFinish(finishReasonOf(stopReason), answeredAsJson && toolIndex.size === 0) };
   yield { type: 'usage', usage: usageOf(usage) };
 }

@@ -15,7 +15,9 @@ import {
 } from './types.js';
 
 /**
- * The Gemini API (generativelanguage.googleapis.com, v1beta), as a gateway-side client.
+ * The Gemini API (generativelanguage.googleapis.com, v1beta), as a gateway-side client. The chat
+ * mapping (generateContent body, result, stream events) is exported for Gemini on Vertex AI
+ * (vertex.ts), which sends the same body to another URL with another credential.
  *
  * Mapping decisions:
  * - system and developer messages become one `systemInstruction`; assistant turns are role `model`;
@@ -48,7 +50,8 @@ interface WireUsage {
   cachedContentTokenCount?: number;
 }
 
-interface WireResponse {
+/** A generateContent response (or one streamed chunk of it): what `geminiChatResult` reads. */
+export interface GeminiResponse {
   candidates?: Array<{ content?: { parts?: Part[] }; finishReason?: string }>;
   promptFeedback?: { blockReason?: string };
   usageMetadata?: WireUsage;
@@ -67,13 +70,13 @@ export function createGeminiAdapter(settings: KeyProviderSettings): ProviderAdap
     provider: PROVIDER,
 
     async chat(request) {
-      const response = await post(`${encodeURIComponent(request.upstreamModel)}:generateContent`, requestBody(request), request.signal);
-      return chatResult(await readJson<WireResponse>(PROVIDER, response, request.signal));
+      const response = await post(`${encodeURIComponent(request.upstreamModel)}:generateContent`, geminiGenerateContentBody(PROVIDER, request), request.signal);
+      return geminiChatResult(await readJson<GeminiResponse>(PROVIDER, response, request.signal));
     },
 
     async *chatStream(request) {
-      const response = await post(`${encodeURIComponent(request.upstreamModel)}:streamGenerateContent?alt=sse`, requestBody(request), request.signal);
-      yield* streamEvents(response, request.signal);
+      const response = await post(`${encodeURIComponent(request.upstreamModel)}:streamGenerateContent?alt=sse`, geminiGenerateContentBody(PROVIDER, request), request.signal);
+      yield* geminiStreamEvents(PROVIDER, response, request.signal);
     },
 
     async embeddings(request) {
@@ -98,7 +101,11 @@ export function createGeminiAdapter(settings: KeyProviderSettings): ProviderAdap
   };
 }
 
-function requestBody(request: ChatRequest): Record<string, unknown> {
+/**
+ * The generateContent body for a request (the same on the Gemini API and on Vertex AI).
+ * `provider` names who answers, in the errors of a request that cannot be mapped.
+ */
+export function geminiGenerateContentBody(provider: string, request: ChatRequest): Record<string, unknown> {
   const system: Part[] = [];
   const contents: Content[] = [];
   const callNames = new Map<string, string>();
@@ -113,22 +120,22 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
     switch (message.role) {
       case 'system':
       case 'developer':
-        system.push(...contentParts(message, position));
+        system.push(...contentParts(provider, message, position));
         break;
       case 'user':
-        push('user', contentParts(message, position));
+        push('user', contentParts(provider, message, position));
         break;
       case 'assistant': {
         const calls = (message.tool_calls ?? []).map((call) => {
           callNames.set(call.id, call.function.name);
-          return { functionCall: { name: call.function.name, args: argumentsOf(call, position) } };
+          return { functionCall: { name: call.function.name, args: argumentsOf(provider, call, position) } };
         });
-        push('model', [...contentParts(message, position), ...calls]);
+        push('model', [...contentParts(provider, message, position), ...calls]);
         break;
       }
       case 'tool': {
         const name = callNames.get(message.tool_call_id ?? '') ?? message.name;
-        if (!name) throw invalid(`messages[${position}]: tool_call_id ${message.tool_call_id} answers no earlier tool call`);
+        if (!name) throw invalid(provider, `messages[${position}]: tool_call_id ${message.tool_call_id} answers no earlier tool call`);
         push('user', [{ functionResponse: { name, response: toolResponse(textOf(message.content)) } }]);
         break;
       }
@@ -152,7 +159,7 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
     ...(tool.function.description !== undefined && { description: tool.function.description }),
     ...(tool.function.parameters && { parameters: geminiSchema(tool.function.parameters) }),
   }));
-  const toolConfig = declarations.length > 0 ? toolConfigOf(request.toolChoice) : undefined;
+  const toolConfig = declarations.length > 0 ? toolConfigOf(provider, request.toolChoice) : undefined;
 
   return {
     contents,
@@ -163,24 +170,24 @@ function requestBody(request: ChatRequest): Record<string, unknown> {
   };
 }
 
-function toolConfigOf(choice: unknown): Record<string, unknown> | undefined {
+function toolConfigOf(provider: string, choice: unknown): Record<string, unknown> | undefined {
   if (choice === undefined || choice === null) return undefined;
   const mode = { auto: 'AUTO', none: 'NONE', required: 'ANY' }[choice as string];
   if (mode) return { functionCallingConfig: { mode } };
   const name = (choice as { function?: { name?: unknown } }).function?.name;
   if (typeof name === 'string') return { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: [name] } };
-  throw invalid(`tool_choice ${JSON.stringify(choice)} is not supported`);
+  throw invalid(provider, `tool_choice ${JSON.stringify(choice)} is not supported`);
 }
 
-function contentParts(message: ChatMessage, position: number): Part[] {
+function contentParts(provider: string, message: ChatMessage, position: number): Part[] {
   if (message.content === null) return [];
   if (typeof message.content === 'string') return message.content === '' ? [] : [{ text: message.content }];
-  return message.content.map((part) => partOf(part, position));
+  return message.content.map((part) => partOf(provider, part, position));
 }
 
 const IMAGE_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif', heic: 'image/heic', pdf: 'application/pdf' };
 
-function partOf(part: ContentPart, position: number): Part {
+function partOf(provider: string, part: ContentPart, position: number): Part {
   switch (part.type) {
     case 'text':
       return { text: part.text };
@@ -195,16 +202,16 @@ function partOf(part: ContentPart, position: number): Part {
     case 'file': {
       const inline = part.file.file_data ? parseDataUrl(part.file.file_data) : undefined;
       if (inline) return { inlineData: { mimeType: inline.mediaType, data: inline.data } };
-      throw invalid(`messages[${position}]: files must be sent inline as data: URLs`);
+      throw invalid(provider, `messages[${position}]: files must be sent inline as data: URLs`);
     }
   }
 }
 
-function argumentsOf(call: ToolCall, position: number): unknown {
+function argumentsOf(provider: string, call: ToolCall, position: number): unknown {
   try {
     return call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
   } catch {
-    throw invalid(`messages[${position}].tool_calls: arguments of ${call.id} are not valid JSON`);
+    throw invalid(provider, `messages[${position}].tool_calls: arguments of ${call.id} are not valid JSON`);
   }
 }
 
@@ -222,7 +229,7 @@ function toolResponse(text: string): Record<string, unknown> {
 const textOf = (content: ChatMessage['content']): string =>
   typeof content === 'string' ? content : (content ?? []).map((part) => (part.type === 'text' ? part.text : '')).join('');
 
-const invalid = (message: string) => new UpstreamError(PROVIDER, 400, message, false);
+const invalid = (provider: string, message: string) => new UpstreamError(provider, 400, message, false);
 
 const KEPT_KEYWORDS = new Set([
   'format', 'title', 'description', 'nullable', 'enum', 'required', 'minItems', 'maxItems', 'minProperties', 'maxProperties',
@@ -250,7 +257,7 @@ function geminiSchema(schema: unknown): Record<string, unknown> {
   return result;
 }
 
-function chatResult(body: WireResponse): ChatResult {
+export function geminiChatResult(body: GeminiResponse): ChatResult {
   const candidate = body.candidates?.[0];
   const texts: string[] = [];
   const toolCalls: ToolCall[] = [];
@@ -305,15 +312,16 @@ function usageOf(usage: WireUsage | undefined): Usage {
   };
 }
 
-async function* streamEvents(response: Response, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
+/** A streamGenerateContent SSE stream as the gateway's stream events; `provider` names who answers, in its errors. */
+export async function* geminiStreamEvents(provider: string, response: Response, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
   let usage: WireUsage | undefined;
   let finishReason: string | undefined;
   let toolCalls = 0;
   let blocked = false;
 
-  for await (const { data } of upstreamEvents(PROVIDER, response, signal)) {
-    const chunk = parseEventJson(PROVIDER, data) as WireResponse & { error?: { code?: number; message?: string } };
-    if (chunk.error) throw UpstreamError.fromStatus(PROVIDER, chunk.error.code ?? 500, chunk.error.message ?? 'stream error');
+  for await (const { data } of upstreamEvents(provider, response, signal)) {
+    const chunk = parseEventJson(provider, data) as GeminiResponse & { error?: { code?: number; message?: string } };
+    if (chunk.error) throw UpstreamError.fromStatus(provider, chunk.error.code ?? 500, chunk.error.message ?? 'stream error');
     usage = chunk.usageMetadata ?? usage;
     if (chunk.promptFeedback?.blockReason) blocked = true;
     const candidate = chunk.candidates?.[0];
@@ -328,7 +336,7 @@ async function* streamEvents(response: Response, signal: AbortSignal): AsyncGene
     finishReason = candidate?.finishReason ?? finishReason;
   }
   // A stream that stops without a finish reason was cut off; it must not look like a complete answer.
-  if (!finishReason && !blocked) throw new UpstreamError(PROVIDER, undefined, 'stream ended without a finish reason', true);
+  if (!finishReason && !blocked) throw new UpstreamError(provider, undefined, 'stream ended without a finish reason', true);
   yield { type: 'finish', finishReason: blocked && !finishReason ? 'content_filter' : finishReasonOf(finishReason, toolCalls > 0) };
   yield { type: 'usage', usage: usageOf(usage) };
 }

@@ -1,4 +1,4 @@
-import { readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -17,74 +17,50 @@ import {
  * The twelve providers that speak OpenAI's chat-completions wire format: one adapter, each with
  * its own base URL and key. The gateway's edge format is the same, so the mapping is thin:
  * strip what only the gateway understands, rename the token limit, read usage back.
+ *
+ * That mapping (body, result, stream events) is exported for the other transports of the same
+ * shapes: Azure OpenAI (azure.ts) and, for results and chunks, watsonx (watsonx.ts).
  */
-interface CompletionResponse {
-  choices: Array<{ message: { content: string | null; tool_calls?: ToolCall[] }; finish_reason: string | null }>;
-  usage?: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
+export interface OpenAiCompletion {
+  choices?: Array<{ message?: { content?: string | null; tool_calls?: ToolCall[] }; finish_reason?: string | null }>;
+  usage?: OpenAiUsage;
 }
 
-interface CompletionChunk {
-  choices: Array<{
+export interface OpenAiUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+}
+
+export interface OpenAiCompletionChunk {
+  choices?: Array<{
     delta?: { content?: string | null; tool_calls?: Array<{ index: number; id?: string; function?: { name?: string; arguments?: string } }> };
     finish_reason?: string | null;
   }>;
-  usage?: CompletionResponse['usage'] | null;
+  usage?: OpenAiUsage | null;
 }
 
 export function createOpenAiCompatibleAdapter(provider: string, settings: KeyProviderSettings): ProviderAdapter {
   const headers = { authorization: `Bearer ${settings.apiKey}`, 'content-type': 'application/json' };
   const post = (path: string, body: unknown, signal: AbortSignal) =>
     upstreamFetch(provider, `${settings.baseUrl}${path}`, { method: 'POST', headers, body: JSON.stringify(body), signal });
+  // OpenAI's newer models take max_completion_tokens; the compatible providers take max_tokens.
+  const chatBody = (request: ChatRequest, stream: boolean) => ({
+    model: request.upstreamModel,
+    ...openAiChatBody(request, stream, provider === 'openai' ? 'max_completion_tokens' : 'max_tokens'),
+  });
 
   return {
     provider,
 
     async chat(request: ChatRequest): Promise<ChatResult> {
-      const response = await post('/chat/completions', chatBody(provider, request, false), request.signal);
-      const completion = await readJson<CompletionResponse>(provider, response, request.signal);
-      const choice = completion.choices[0];
-      if (!choice) throw new UpstreamError(provider, response.status, 'completion without choices', true);
-      return {
-        content: choice.message.content,
-        ...(choice.message.tool_calls?.length && { toolCalls: choice.message.tool_calls }),
-        finishReason: finishReason(choice.finish_reason),
-        usage: usageOf(completion.usage, request, choice.message.content ?? ''),
-      };
+      const response = await post('/chat/completions', chatBody(request, false), request.signal);
+      return openAiChatResult(provider, await readJson<OpenAiCompletion>(provider, response, request.signal), response.status, request);
     },
 
     async *chatStream(request: ChatRequest): AsyncGenerator<ChatStreamEvent> {
-      const response = await post('/chat/completions', chatBody(provider, request, true), request.signal);
-      let finish: FinishReason | undefined;
-      let usage: Usage | undefined;
-      let generated = '';
-      let done = false;
-      for await (const event of upstreamEvents(provider, response, request.signal)) {
-        if (event.data === '[DONE]') {
-          done = true;
-          break;
-        }
-        const chunk = JSON.parse(event.data) as CompletionChunk & { error?: { message?: string } };
-        if (chunk.error) throw new UpstreamError(provider, undefined, chunk.error.message ?? 'error event in stream', true);
-        if (chunk.usage) usage = usageOf(chunk.usage, request, '');
-        const choice = chunk.choices?.[0];
-        if (!choice) continue;
-        const content = choice.delta?.content ?? undefined;
-        const toolCalls = choice.delta?.tool_calls?.map((call) => ({
-          index: call.index,
-          ...(call.id && { id: call.id }),
-          ...(call.function?.name && { name: call.function.name }),
-          ...(call.function?.arguments && { arguments: call.function.arguments }),
-        }));
-        if (content || toolCalls?.length) {
-          if (content) generated += content;
-          yield { type: 'delta', ...(content && { content }), ...(toolCalls?.length && { toolCalls }) };
-        }
-        if (choice.finish_reason) finish = finishReason(choice.finish_reason);
-      }
-      // A stream that stops before its end marker was cut, not finished.
-      if (!done || !finish) throw new UpstreamError(provider, undefined, 'stream ended before it finished', true);
-      yield { type: 'finish', finishReason: finish };
-      yield { type: 'usage', usage: usage ?? usageOf(undefined, request, generated) };
+      const response = await post('/chat/completions', chatBody(request, true), request.signal);
+      yield* openAiStreamEvents(provider, response, request, 'estimate');
     },
 
     async embeddings(request: EmbeddingsRequest): Promise<EmbeddingsResult> {
@@ -98,13 +74,12 @@ export function createOpenAiCompatibleAdapter(provider: string, settings: KeyPro
   };
 }
 
-function chatBody(provider: string, request: ChatRequest, stream: boolean): Record<string, unknown> {
+/** A chat-completions body, without `model` (Azure names the deployment in the URL instead). */
+export function openAiChatBody(request: ChatRequest, stream: boolean, tokenLimitField: 'max_tokens' | 'max_completion_tokens'): Record<string, unknown> {
   return {
-    model: request.upstreamModel,
     // cache_control is the gateway's own field (a prompt-cache breakpoint); these providers cache by themselves.
     messages: request.messages.map(({ cache_control: _cacheControl, ...message }) => message),
-    // OpenAI's newer models take max_completion_tokens; the compatible providers take max_tokens.
-    ...(request.maxTokens !== undefined && (provider === 'openai' ? { max_completion_tokens: request.maxTokens } : { max_tokens: request.maxTokens })),
+    ...(request.maxTokens !== undefined && { [tokenLimitField]: request.maxTokens }),
     ...(request.temperature !== undefined && { temperature: request.temperature }),
     ...(request.topP !== undefined && { top_p: request.topP }),
     ...(request.stop?.length && { stop: request.stop }),
@@ -115,7 +90,72 @@ function chatBody(provider: string, request: ChatRequest, stream: boolean): Reco
   };
 }
 
-function finishReason(reason: string | null | undefined): FinishReason {
+/** A completion's first choice as the gateway's result; `status` is the HTTP status it came with. */
+export function openAiChatResult(provider: string, completion: OpenAiCompletion, status: number, request: ChatRequest): ChatResult {
+  const choice = completion.choices?.[0];
+  if (!choice) throw new UpstreamError(provider, status, 'completion without choices', true);
+  const content = choice.message?.content ?? null;
+  return {
+    content,
+    ...(choice.message?.tool_calls?.length && { toolCalls: choice.message.tool_calls }),
+    finishReason: openAiFinishReason(choice.finish_reason),
+    usage: openAiUsage(completion.usage, request, content ?? ''),
+  };
+}
+
+/**
+ * A chat-completions SSE stream (ended by `data: [DONE]`) as the gateway's stream events. A stream
+ * without usage is estimated, or, with `{ required: message }`, fails with that message (for an
+ * upstream that omits usage only when misconfigured, as Azure with an old api-version).
+ */
+export async function* openAiStreamEvents(
+  provider: string,
+  response: Response,
+  request: ChatRequest,
+  missingUsage: 'estimate' | { required: string },
+): AsyncGenerator<ChatStreamEvent> {
+  let finish: FinishReason | undefined;
+  let usage: Usage | undefined;
+  let generated = '';
+  let done = false;
+  for await (const event of upstreamEvents(provider, response, request.signal)) {
+    if (event.data === '[DONE]') {
+      done = true;
+      break;
+    }
+    const chunk = parseEventJson(provider, event.data) as OpenAiCompletionChunk & { error?: { message?: string } };
+    if (chunk.error) throw new UpstreamError(provider, undefined, chunk.error.message ?? 'error event in stream', true);
+    if (chunk.usage) usage = openAiUsage(chunk.usage, request, '');
+    const delta = openAiChunkDelta(chunk);
+    if (delta) {
+      if (delta.content) generated += delta.content;
+      yield delta;
+    }
+    const reason = chunk.choices?.[0]?.finish_reason;
+    if (reason) finish = openAiFinishReason(reason);
+  }
+  // A stream that stops before its end marker was cut, not finished.
+  if (!done || !finish) throw new UpstreamError(provider, undefined, 'stream ended before it finished', true);
+  if (!usage && missingUsage !== 'estimate') throw new UpstreamError(provider, undefined, missingUsage.required, false);
+  yield { type: 'finish', finishReason: finish };
+  yield { type: 'usage', usage: usage ?? openAiUsage(undefined, request, generated) };
+}
+
+/** The delta event of one stream chunk's first choice, if it carries content or tool calls. */
+export function openAiChunkDelta(chunk: OpenAiCompletionChunk): Extract<ChatStreamEvent, { type: 'delta' }> | undefined {
+  const delta = chunk.choices?.[0]?.delta;
+  const content = delta?.content ?? undefined;
+  const toolCalls = delta?.tool_calls?.map((call) => ({
+    index: call.index,
+    ...(call.id && { id: call.id }),
+    ...(call.function?.name && { name: call.function.name }),
+    ...(call.function?.arguments && { arguments: call.function.arguments }),
+  }));
+  if (!content && !toolCalls?.length) return undefined;
+  return { type: 'delta', ...(content && { content }), ...(toolCalls?.length && { toolCalls }) };
+}
+
+export function openAiFinishReason(reason: string | null | undefined): FinishReason {
   if (reason === 'length') return 'length';
   if (reason === 'tool_calls' || reason === 'function_call') return 'tool_calls';
   if (reason === 'content_filter') return 'content_filter';
@@ -126,10 +166,10 @@ function finishReason(reason: string | null | undefined): FinishReason {
  * Usage as the provider reports it. A provider that reports none is estimated at four characters
  * per token, so the call is still metered (spec: count with a tokenizer where a provider gives none).
  */
-function usageOf(reported: CompletionResponse['usage'] | undefined, request: ChatRequest, generated: string): Usage {
+export function openAiUsage(reported: OpenAiUsage | undefined, request: ChatRequest, generated: string): Usage {
   if (reported) {
     const cached = reported.prompt_tokens_details?.cached_tokens;
-    return { inputTokens: reported.prompt_tokens, outputTokens: reported.completion_tokens, ...(cached && { cacheReadTokens: cached }) };
+    return { inputTokens: reported.prompt_tokens ?? 0, outputTokens: reported.completion_tokens ?? 0, ...(cached && { cacheReadTokens: cached }) };
   }
   const prompt = request.messages.map((message) => (typeof message.content === 'string' ? message.content : JSON.stringify(message.content ?? ''))).join('\n');
   return { inputTokens: estimateTokens(prompt), outputTokens: estimateTokens(generated) };
