@@ -9,6 +9,7 @@ import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
 import { accountRoutes } from './routes/accounts.js';
 import { billingRoutes } from './routes/billing.js';
+import { chatRoutes } from './routes/chat.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
 import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
@@ -57,6 +58,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(accountRoutes(platform));
   app.use(customerRoutes(platform));
   app.use(billingRoutes(platform));
+  app.use(chatRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);

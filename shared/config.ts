@@ -1,6 +1,8 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { readFileSync } from 'node:fs';
+import { providerSettingsFromEnv, type ProviderSettings, type ServiceAccountKey } from './providers/settings.js';
 
 /**
  * Every setting of every process comes from the environment, validated once here.
@@ -85,6 +87,8 @@ const configSchema = z.object({
 });
 
 export type Config = z.infer<typeof configSchema> & {
+  /** Upstream providers with credentials, read from their SDKs' own variables (shared/providers/settings.ts). */
+  providers: Map<string, ProviderSettings>;
   temporalAddress: string;
   temporalUiUrl: string;
   publicBaseUrl: string;
@@ -111,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     temporalUiUrl: values.TEMPORAL_UI_URL ?? `http://127.0.0.1:${values.TEMPORAL_DEV_UI_PORT}`,
     publicBaseUrl: values.PUBLIC_BASE_URL ?? `http://${displayHost(values.API_HOST)}:${values.API_PORT}`,
     dataDir: path.resolve(values.DATA_DIR),
+    providers: providerSettingsFromEnv(env, readServiceAccountFile),
   };
 }
 
@@ -132,4 +137,12 @@ function parseByteSize(text: string): number {
   const match = /^(\d+)(b|kb|mb|gb)?$/i.exec(text);
   const units: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
   return Number(match![1]) * units[(match![2] ?? 'b').toLowerCase()]!;
+}
+
+function readServiceAccountFile(file: string): ServiceAccountKey {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as ServiceAccountKey;
+  } catch (error) {
+    throw new ConfigError(`invalid configuration:\n  GOOGLE_APPLICATION_CREDENTIALS: cannot read a service-account key from ${file}: ${(error as Error).message}`);
+  }
 }

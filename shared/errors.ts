@@ -121,6 +121,18 @@ const CATALOG = {
   byok_not_supported: { status: 400, type: 'invalid_request_error', message: 'user: references (your own upstream keys) are not supported.' },
   missing_model: { status: 400, type: 'invalid_request_error', message: 'model is required.' },
 
+  // Chat completions (spec 1, "Chat, embeddings, rerank").
+  missing_messages: { status: 400, type: 'invalid_request_error', message: 'messages must be a non-empty array.' },
+  messages_too_large: { status: 400, type: 'invalid_request_error', message: 'The serialized messages are over 100,000 bytes.' },
+  invalid_model_for_chat: { status: 400, type: 'invalid_request_error', message: 'That model is not a chat model.' },
+  content_parts_unsupported_by_model: { status: 400, type: 'invalid_request_error', message: 'The model cannot take that kind of content part.' },
+  fallback_with_stream_unsupported: { status: 400, type: 'invalid_request_error', message: 'A model cascade cannot be combined with stream: true.' },
+  fallback_with_idempotency_unsupported: { status: 400, type: 'invalid_request_error', message: 'A model cascade cannot be combined with an idempotency-key.' },
+  streaming_with_schema_fallback_unsupported: { status: 400, type: 'invalid_request_error', message: 'A json_schema response with stream: true cannot use a model cascade.' },
+  upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The provider refused the request as invalid.' },
+  platform_not_configured: { status: 503, type: 'api_error', message: 'No upstream credentials are configured for the resolved model.' },
+  upstream_unavailable: { status: 503, type: 'api_error', message: 'The provider failed and no cascade entry succeeded. Retry with backoff.' },
+
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;

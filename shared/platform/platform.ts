@@ -3,6 +3,7 @@ import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys
 import type { Config } from '../config.js';
 import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
 import { createLogger, type Logger } from '../logger.js';
+import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { CpuPool } from './cpu-pool.js';
 import { QueueRegistry } from './queues.js';
@@ -22,6 +23,8 @@ export interface Platform {
   queues: QueueRegistry;
   cpu: CpuPool;
   limiter: RateLimiter;
+  /** An adapter for every configured upstream provider. */
+  providers: ProviderRegistry;
   /** Signs (first key) and verifies (every key) client tokens. */
   clientTokenKeys: ClientTokenKeys;
   /** Settles once the database is reachable and its vector types are registered (retried until then). */
@@ -38,6 +41,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
   const queues = new QueueRegistry(redis, `${config.REDIS_KEY_PREFIX}:bull`);
   const cpu = new CpuPool(config.CPU_POOL_THREADS);
   const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
+  const providers = new ProviderRegistry(config.providers);
 
   let closing: Promise<void> | undefined;
   const ready = retryUntilClosed(() => registerVectorTypes(db), () => closing !== undefined, logger);
@@ -53,7 +57,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, limiter, clientTokenKeys, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, clientTokenKeys, providers, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */

@@ -1,0 +1,172 @@
+import { Router, type Request, type Response } from 'express';
+import { authorize, billableAmount, release, settle } from '../../shared/billing/meter.js';
+import { runMeteredCall } from '../../shared/billing/metered-call.js';
+import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
+import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
+import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
+import type { ResolutionContext } from '../../shared/models/refs.js';
+import type { Platform } from '../../shared/platform/platform.js';
+import { UpstreamError, type ChatStreamEvent, type Usage } from '../../shared/providers/types.js';
+import { meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
+
+/** How long one model of a call may take, retries included. */
+const CALL_DEADLINE_MS = 120_000;
+
+/** Slots and dynamic profiles have no storage yet: every such reference is unknown. */
+const NO_DEFINITIONS: ResolutionContext = { slot: async () => undefined, dynamic: async () => undefined };
+
+export function chatRoutes(platform: Platform): Router {
+  const router = Router();
+  router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
+    const input = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
+    const targets = await planChat(input, NO_DEFINITIONS, platform.providers);
+    const call = meteredCallOf(req);
+    if (input.stream) await streamCompletion(platform, req, res, call, input, targets[0]!);
+    else await completeWithCascade(platform, req, res, call, input, targets);
+  });
+  return router;
+}
+
+function maxCostOf(target: ChatTarget, input: ChatInput): number {
+  const model = target.resolution.model;
+  return maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096);
+}
+
+function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget, tried: string[]): void {
+  const { resolution } = used;
+  if (resolution.requested !== resolution.model.id) res.setHeader('X-Svc-Model-Resolved', resolution.model.id);
+  if (resolution.newerAvailable) res.setHeader('X-Svc-Model-Newer-Available', resolution.newerAvailable);
+  if (resolution.dynamic) {
+    res.setHeader('X-Svc-Dynamic-Profile', resolution.dynamic.profile);
+    res.setHeader('X-Svc-Dynamic-Reason', resolution.dynamic.reason);
+  }
+  if (targets.length > 1) {
+    res.setHeader('X-Svc-Model-Used', resolution.model.id);
+    res.setHeader('X-Svc-Models-Tried', tried.join(','));
+    res.setHeader('X-Svc-Fallback-Triggered', String(tried.length > 1));
+  }
+}
+
+/** Non-streaming: each cascade entry in turn, each reserved and settled on its own. */
+async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<void> {
+  const abort = abortOnDisconnect(req, res);
+  const tried: string[] = [];
+  for (const [position, target] of targets.entries()) {
+    const model = target.resolution.model;
+    tried.push(model.id);
+    try {
+      const deadline = Date.now() + CALL_DEADLINE_MS;
+      const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, maxCostOf(target, input), async () => {
+        const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, input, abort.signal)), deadline, abort.signal);
+        return { result, model: model.id, costMicros: costMicros(model, result.usage), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
+      });
+      setModelHeaders(res, targets, target, tried);
+      setWalletHeaders(res, settled);
+      res.json(completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result));
+      return;
+    } catch (error) {
+      // The next, dearer entry of a cascade gets its turn when this provider failed; a refusal of the request itself does not cascade.
+      const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
+      if (cascades && position < targets.length - 1) continue;
+      if (error instanceof UpstreamError) req.log?.warn({ err: error, model: model.id, tried }, 'upstream failed');
+      throw translateUpstream(error);
+    }
+  }
+}
+
+/**
+ * Streaming: reserved before the call, the response opened on the first upstream event (so a
+ * failure before it is still a plain error response), and settled for what was generated, also
+ * when the client disconnects or the upstream breaks mid-way (which ends with an error event).
+ */
+async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, target: ChatTarget): Promise<void> {
+  const model = target.resolution.model;
+  const abort = abortOnDisconnect(req, res);
+  const hold = await authorize(platform.db, { developerId: call.developerId, payerAccountId: call.payerAccountId, customer: call.customer, maxCostMicros: maxCostOf(target, input), requestId: String(req.id) });
+  let generated = '';
+  let usage: Usage | undefined;
+  const id = newCompletionId();
+  const created = Math.floor(Date.now() / 1000);
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null) =>
+    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: model.id, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...(input.includeUsage && { usage: null }) })}\n\n`;
+
+  let events: AsyncIterable<ChatStreamEvent>;
+  try {
+    events = await withRetries(() => firstEvent(target.adapter.chatStream!(chatRequestFor(target, input, abort.signal))), Date.now() + CALL_DEADLINE_MS, abort.signal);
+  } catch (error) {
+    await release(platform.db, hold);
+    throw error instanceof ServiceError ? error : translateUpstream(error);
+  }
+  setModelHeaders(res, [target], target, [model.id]);
+  res.status(200).setHeader('content-type', 'text/event-stream');
+  res.setHeader('cache-control', 'no-cache');
+  res.flushHeaders();
+  res.write(chunk({ role: 'assistant', content: '' }, null));
+
+  let failure: unknown;
+  try {
+    for await (const event of events) {
+      if (event.type === 'delta') {
+        if (event.content) generated += event.content;
+        const toolCalls = event.toolCalls?.map((part) => ({
+          index: part.index,
+          ...(part.id && { id: part.id, type: 'function' }),
+          function: { ...(part.name && { name: part.name }), ...(part.arguments !== undefined && { arguments: part.arguments }) },
+        }));
+        res.write(chunk({ ...(event.content && { content: event.content }), ...(toolCalls && { tool_calls: toolCalls }) }, null));
+      } else if (event.type === 'finish') res.write(chunk({}, event.finishReason));
+      else usage = event.usage;
+    }
+  } catch (error) {
+    failure = error;
+  }
+
+  // Settled before the stream ends, for what was generated: the provider's count, or an estimate
+  // when the stream was cut (by the upstream or by the client going away).
+  const charged = usage ?? { inputTokens: estimatePromptTokens(input.messages), outputTokens: Math.ceil(generated.length / 4) };
+  const cost = costMicros(model, charged);
+  await settle(platform.db, platform.config, hold, {
+    costMicros: cost,
+    billableMicros: billableAmount(cost, call.customer, call.billableOverrideMicros),
+    model: model.id,
+    tokensIn: charged.inputTokens,
+    tokensOut: charged.outputTokens,
+    requestId: String(req.id),
+  });
+  await platform.limiter.recordUsage(call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
+
+  if (res.writableEnded || abort.signal.aborted) return;
+  if (failure !== undefined) {
+    // The stream broke mid-way: say so in the stream rather than ending as if it were complete.
+    req.log?.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
+    const translated = translateUpstream(failure);
+    res.write(`data: ${JSON.stringify(toEnvelope(translated instanceof ServiceError ? translated : serviceError('upstream_unavailable')))}\n\n`);
+  } else {
+    if (input.includeUsage && usage) {
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: model.id, choices: [], usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens } })}\n\n`);
+    }
+    res.write('data: [DONE]\n\n');
+  }
+  res.end();
+}
+
+/** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */
+async function firstEvent(stream: AsyncIterable<ChatStreamEvent>): Promise<AsyncIterable<ChatStreamEvent>> {
+  const iterator = stream[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  return {
+    async *[Symbol.asyncIterator]() {
+      if (!first.done) yield first.value;
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+    },
+  };
+}
+
+/** Aborts the upstream call when the client goes away before the response is complete. */
+function abortOnDisconnect(req: Request, res: Response): AbortController {
+  const controller = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller;
+}

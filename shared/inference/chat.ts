@@ -1,0 +1,199 @@
+import { z } from 'zod';
+import { serviceError, ServiceError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { CatalogModel } from '../models/catalog.js';
+import { parseModelField, resolveModelRef, type Resolution, type ResolutionContext } from '../models/refs.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type ChatStreamEvent, type ProviderAdapter } from '../providers/types.js';
+
+/**
+ * Chat completions, up to the provider call: the request as the OpenAI wire format states it,
+ * validated before any model is called (so nothing invalid is billed), references resolved to
+ * catalog models, each model to the adapter that serves it, and the call retried on retryable
+ * failures within a deadline.
+ */
+const MAX_MESSAGES_BYTES = 100_000;
+
+const message = z.object({
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+  content: z.union([z.string(), z.array(z.record(z.string(), z.unknown())), z.null()]).optional(),
+  name: z.string().optional(),
+  tool_calls: z.array(z.object({ id: z.string(), type: z.literal('function'), function: z.object({ name: z.string(), arguments: z.string() }) })).optional(),
+  tool_call_id: z.string().optional(),
+  cache_control: z.object({ type: z.literal('ephemeral'), ttl: z.enum(['5m', '1h']).optional() }).optional(),
+});
+
+const body = z.object({
+  model: z.unknown().optional(),
+  messages: z.unknown().optional(),
+  stream: z.boolean().optional(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).optional(),
+  max_tokens: z.number().int().positive().optional(),
+  max_completion_tokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
+  tools: z.array(z.object({ type: z.literal('function'), function: z.object({ name: z.string(), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }) })).optional(),
+  tool_choice: z.unknown().optional(),
+  response_format: z.union([z.object({ type: z.literal('text') }), z.object({ type: z.literal('json_object') }), z.object({ type: z.literal('json_schema'), json_schema: z.object({ name: z.string(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().optional() }) })]).optional(),
+  prompt_cache: z.literal('auto').optional(),
+  moderation: z.enum(['none', 'pre', 'post', 'pre_and_post']).optional(),
+  user: z.string().optional(),
+});
+
+export interface ChatInput {
+  plan: ReturnType<typeof parseModelField>;
+  messages: ChatMessage[];
+  stream: boolean;
+  includeUsage: boolean;
+  maxTokens: number | undefined;
+  options: Pick<ChatRequest, 'temperature' | 'topP' | 'stop' | 'tools' | 'toolChoice' | 'responseFormat' | 'promptCache'>;
+}
+
+export function parseChatInput(raw: unknown, headers: { idempotencyKey: string | undefined }): ChatInput {
+  const parsed = body.safeParse(raw ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
+  }
+  const input = parsed.data;
+  const plan = parseModelField(input.model);
+  if (!Array.isArray(input.messages) || input.messages.length === 0) throw serviceError('missing_messages', { param: 'messages' });
+  // Size before shape and capability: an oversized body is refused without further work.
+  if (Buffer.byteLength(JSON.stringify(input.messages)) > MAX_MESSAGES_BYTES) throw serviceError('messages_too_large', { param: 'messages' });
+  const messages = input.messages.map((entry, i) => {
+    const checked = message.safeParse(entry);
+    if (!checked.success) throw serviceError('invalid_request', { param: `messages.${i}.${checked.error.issues[0]!.path.join('.')}`.replace(/\.$/, ''), message: `messages[${i}]: ${checked.error.issues[0]!.message}` });
+    return checked.data as ChatMessage;
+  });
+  if (input.moderation && input.moderation !== 'none') {
+    throw serviceError('invalid_request', { param: 'moderation', message: 'Inline moderation is not available on this gateway yet; send moderation: none or omit it.' });
+  }
+  const stream = input.stream === true;
+  if (plan.cascade && stream) {
+    throw serviceError(input.response_format?.type === 'json_schema' ? 'streaming_with_schema_fallback_unsupported' : 'fallback_with_stream_unsupported', { param: 'model' });
+  }
+  if (plan.cascade && headers.idempotencyKey) throw serviceError('fallback_with_idempotency_unsupported', { param: 'model' });
+  return {
+    plan,
+    messages,
+    stream,
+    includeUsage: input.stream_options?.include_usage === true,
+    maxTokens: input.max_completion_tokens ?? input.max_tokens,
+    options: {
+      ...(input.temperature !== undefined && { temperature: input.temperature }),
+      ...(input.top_p !== undefined && { topP: input.top_p }),
+      ...(input.stop !== undefined && { stop: [input.stop].flat() }),
+      ...(input.tools && { tools: input.tools as ChatRequest['tools'] }),
+      ...(input.tool_choice !== undefined && { toolChoice: input.tool_choice }),
+      ...(input.response_format && { responseFormat: input.response_format as ChatRequest['responseFormat'] }),
+      ...(input.prompt_cache && { promptCache: input.prompt_cache }),
+    },
+  };
+}
+
+/** One entry of the call plan: a resolved model and the adapter that serves it. */
+export interface ChatTarget {
+  resolution: Resolution;
+  adapter: ProviderAdapter;
+  /** The id the provider expects: the model itself, or its cloud-native id on a hyperscaler route. */
+  upstreamModel: string;
+}
+
+/** Resolves every reference and checks it can serve this chat before anything is called or billed. */
+export async function planChat(input: ChatInput, context: ResolutionContext, providers: ProviderRegistry): Promise<ChatTarget[]> {
+  const targets: ChatTarget[] = [];
+  for (const ref of input.plan.refs) {
+    const resolution = await resolveModelRef(ref, context);
+    const { model, region } = resolution;
+    if (model.kind !== 'chat') throw serviceError('invalid_model_for_chat', { param: 'model', message: `${model.id} is a ${model.kind.replace(/_/g, '-')} model, not a chat model.` });
+    checkContentParts(model, input.messages);
+    const route = region === 'eu-cloud1' || region === 'us-cloud1' ? 'bedrock' : region === 'eu-cloud2' || region === 'us-cloud2' ? 'vertex' : model.provider;
+    const adapter = providers.adapter(route);
+    if (!adapter?.chat || !adapter.chatStream) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${route} (needed by ${model.id}).` });
+    const upstreamModel = route === 'bedrock' ? model.cloudIds!.cloud1 : route === 'vertex' && model.provider === 'anthropic' ? model.cloudIds!.cloud2 : model.model;
+    targets.push({ resolution, adapter, upstreamModel });
+  }
+  return targets;
+}
+
+function checkContentParts(model: CatalogModel, messages: ChatMessage[]): void {
+  for (const [i, entry] of messages.entries()) {
+    if (!Array.isArray(entry.content)) continue;
+    for (const part of entry.content) {
+      const unsupported =
+        (part.type === 'image_url' && !model.capabilities.vision) ||
+        (part.type === 'input_audio' && !model.capabilities.audio_input) ||
+        (part.type === 'file' && !model.capabilities.pdf);
+      if (unsupported) throw serviceError('content_parts_unsupported_by_model', { param: `messages.${i}.content`, message: `${model.id} cannot take ${part.type} parts.` });
+    }
+  }
+}
+
+export function chatRequestFor(target: ChatTarget, input: ChatInput, signal: AbortSignal): ChatRequest {
+  return {
+    model: target.resolution.model,
+    upstreamModel: target.upstreamModel,
+    region: target.resolution.region,
+    messages: input.messages,
+    maxTokens: input.maxTokens,
+    ...input.options,
+    signal,
+  };
+}
+
+/** Backoff before each retry of a retryable upstream failure; the deadline bounds the whole call. */
+const RETRY_DELAYS_MS = [250, 750, 2_000];
+
+/**
+ * Calls `attempt` until it succeeds, a failure is not retryable, the retries run out or the next
+ * wait would pass the deadline. The provider's Retry-After is honoured when it fits.
+ */
+export async function withRetries<T>(attempt: () => Promise<T>, deadline: number, signal: AbortSignal): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!(error instanceof UpstreamError) || !error.retryable || retry >= RETRY_DELAYS_MS.length || signal.aborted) throw error;
+      const wait = Math.max(RETRY_DELAYS_MS[retry]!, (error.retryAfterSeconds ?? 0) * 1000);
+      if (Date.now() + wait >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+/** A provider failure as the caller sees it: the provider's refusal of this request, or unavailability. */
+export function translateUpstream(error: unknown): ServiceError | unknown {
+  if (!(error instanceof UpstreamError)) return error;
+  if (!error.retryable && (error.status === 400 || error.status === 404 || error.status === 413 || error.status === 422)) {
+    return serviceError('upstream_rejected_request', { message: error.message });
+  }
+  return serviceError('upstream_unavailable', { message: `${error.message}` });
+}
+
+export function completionObject(id: string, created: number, modelId: string, result: ChatResult) {
+  return {
+    id,
+    object: 'chat.completion' as const,
+    created,
+    model: modelId,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant' as const, content: result.content, ...(result.toolCalls?.length && { tool_calls: result.toolCalls }), refusal: null },
+        logprobs: null,
+        finish_reason: result.finishReason,
+      },
+    ],
+    usage: {
+      prompt_tokens: result.usage.inputTokens,
+      completion_tokens: result.usage.outputTokens,
+      total_tokens: result.usage.inputTokens + result.usage.outputTokens,
+      ...(result.usage.cacheReadTokens !== undefined && { prompt_tokens_details: { cached_tokens: result.usage.cacheReadTokens } }),
+    },
+  };
+}
+
+export const newCompletionId = () => newId('chatcmpl-');
+
+export type { ChatStreamEvent };

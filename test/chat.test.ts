@@ -1,0 +1,172 @@
+import { mkdtempSync } from 'node:fs';
+import type http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { listen, serverUrl } from '../api/http-server.js';
+import { catalogModel } from '../shared/models/catalog.js';
+import { createFullEmulator } from '../scripts/emulator/emulator.js';
+import { emulatorProviderEnv } from '../scripts/emulator/provider-env.js';
+import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+
+/** The gateway's chat completions with the emulator as every provider, driven by the official openai SDK. */
+let emulator: http.Server;
+let emulatorUrl: string;
+let gateway: TestPlatform;
+let developer: TestDeveloper;
+let client: OpenAI;
+
+beforeAll(async () => {
+  const upstream = createFullEmulator();
+  emulator = await listen(upstream.app, 0, '127.0.0.1');
+  emulatorUrl = serverUrl(emulator);
+  const providerEnv = emulatorProviderEnv(emulatorUrl, upstream.credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-chat-')));
+  gateway = await startTestPlatform({ ...providerEnv, XAI_API_KEY: '' });
+  developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
+  client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gateway?.close();
+  await new Promise((resolve) => emulator?.close(resolve));
+});
+afterEach(() => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' }));
+
+const fault = (body: unknown) => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const chat = (json: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', json, headers: { ...bearer(developer.key), ...headers } });
+const hello = [{ role: 'user', content: 'Hello, gateway' }];
+
+async function walletMicros(): Promise<number> {
+  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
+  return Number(rows[0].balance_micros);
+}
+
+describe('through the official openai SDK', () => {
+  it('completes a chat, metered at the catalog price of the tokens used', async () => {
+    const before = await walletMicros();
+    const { data, response } = await client.chat.completions.create({ model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Hello, gateway' }] }).withResponse();
+    expect(data.object).toBe('chat.completion');
+    expect(data.id).toMatch(/^chatcmpl-/);
+    expect(data.model).toBe('svc:openai/gpt-4o-mini');
+    expect(data.choices[0]!.message.content).toMatch(/\w+/);
+    const usage = data.usage!;
+    expect(usage.total_tokens).toBe(usage.prompt_tokens + usage.completion_tokens);
+    const model = catalogModel('svc:openai/gpt-4o-mini')!;
+    const expected = Math.ceil((usage.prompt_tokens * model.inputMicrosPer1M) / 1e6) + Math.ceil((usage.completion_tokens * model.outputMicrosPer1M) / 1e6);
+    expect(before - (await walletMicros())).toBe(expected);
+    expect(Number(response.headers.get('x-svc-wallet-deducted'))).toBeCloseTo(expected / 1e6, 9);
+    const { rows } = await gateway.platform.db.query('SELECT model, tokens_in, tokens_out FROM usage_records WHERE developer_id = $1 ORDER BY id DESC LIMIT 1', [developer.accountId]);
+    expect(rows[0]).toEqual({ model: 'svc:openai/gpt-4o-mini', tokens_in: usage.prompt_tokens, tokens_out: usage.completion_tokens });
+  });
+
+  it('streams to the end with usage, the same words as without streaming, billed the same', async () => {
+    const whole = await client.chat.completions.create({ model: 'svc:groq/llama-3.3-70b-versatile', messages: [{ role: 'user', content: 'Stream please' }] });
+    const before = await walletMicros();
+    const stream = await client.chat.completions.create({ model: 'svc:groq/llama-3.3-70b-versatile', messages: [{ role: 'user', content: 'Stream please' }], stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let usage;
+    let finish;
+    for await (const part of stream) {
+      text += part.choices[0]?.delta?.content ?? '';
+      finish ??= part.choices[0]?.finish_reason ?? undefined;
+      if (part.usage) usage = part.usage;
+    }
+    expect(text).toBe(whole.choices[0]!.message.content);
+    expect(finish).toBe('stop');
+    expect(usage).toEqual(whole.usage);
+    const model = catalogModel('svc:groq/llama-3.3-70b-versatile')!;
+    expect(before - (await walletMicros())).toBe(Math.ceil((usage!.prompt_tokens * model.inputMicrosPer1M) / 1e6) + Math.ceil((usage!.completion_tokens * model.outputMicrosPer1M) / 1e6));
+  });
+
+  it('serves native and custom-transport providers in the same wire format', async () => {
+    for (const model of ['match:anthropic/haiku', 'svc:gemini/gemini-2.0-flash', 'svc:cohere/command-r-plus', 'svc:anthropic/claude-sonnet-4-20250514@us-cloud1', 'svc:anthropic/claude-sonnet-4-20250514@eu-cloud2', 'svc:azure/gpt-4o', 'svc:watsonx/ibm/granite-3-8b-instruct']) {
+      const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
+      expect({ model, ok: (completion.choices[0]!.message.content ?? '').length > 0 && completion.usage!.prompt_tokens > 0 }).toEqual({ model, ok: true });
+    }
+  });
+});
+
+describe('model references and headers', () => {
+  it('resolves match: and says which model answered, and when a pinned family has a newer one', async () => {
+    const floating = await chat({ model: 'match:anthropic/sonnet', messages: hello });
+    expect(floating.status).toBe(200);
+    expect(floating.headers.get('x-svc-model-resolved')).toMatch(/^svc:anthropic\/claude-sonnet/);
+    const pinned = await chat({ model: 'match:anthropic/sonnet=4', messages: hello });
+    expect(pinned.headers.get('x-svc-model-resolved')).toBe('svc:anthropic/claude-sonnet-4-20250514');
+    expect(pinned.headers.get('x-svc-model-newer-available')).toBe(floating.headers.get('x-svc-model-resolved'));
+    expect(pinned.body.model).toBe('svc:anthropic/claude-sonnet-4-20250514');
+  });
+
+  it('falls back along a cascade when the cheap entry fails, and says so', async () => {
+    await fault({ provider: 'groq', fault: { kind: 'status', status: 503 }, times: 10 });
+    const response = await chat({ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'], messages: hello });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-svc-model-used')).toBe('svc:openai/gpt-4o-mini');
+    expect(response.headers.get('x-svc-models-tried')).toBe('svc:groq/llama-3.3-70b-versatile,svc:openai/gpt-4o-mini');
+    expect(response.headers.get('x-svc-fallback-triggered')).toBe('true');
+  });
+
+  it('retries a retryable upstream failure before giving up on a model', async () => {
+    await fault({ provider: 'openai', fault: { kind: 'status', status: 503 }, times: 1 });
+    expect((await chat({ model: 'svc:openai/gpt-4o-mini', messages: hello })).status).toBe(200);
+  });
+});
+
+describe('errors, before any model is called or billed', () => {
+  it.each([
+    [{ model: 'gpt-4o', messages: hello }, 400, 'invalid_model_ref', 'model'],
+    [{ model: 'svc:openai/gpt-4o@mars', messages: hello }, 400, 'invalid_model_ref', 'model'],
+    [{ messages: hello }, 400, 'missing_model', 'model'],
+    [{ model: 'svc:openai/gpt-4o-mini' }, 400, 'missing_messages', 'messages'],
+    [{ model: 'svc:openai/gpt-4o-mini', messages: [] }, 400, 'missing_messages', 'messages'],
+    [{ model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(100_001) }] }, 400, 'messages_too_large', 'messages'],
+    [{ model: 'svc:openai/text-embedding-3-small', messages: hello }, 400, 'invalid_model_for_chat', 'model'],
+    [{ model: 'svc:openai/gpt-4o@eu', messages: hello }, 400, 'unsupported_provider', 'model'],
+    [{ model: 'match:openai/sonnet', messages: hello }, 400, 'unsupported_provider', 'model'],
+    [{ model: 'slot:fast', messages: hello }, 400, 'unknown_slot', 'model'],
+    [{ model: 'user:sk-x/gpt-4o', messages: hello }, 400, 'byok_not_supported', 'model'],
+    [{ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'], messages: hello, stream: true }, 400, 'fallback_with_stream_unsupported', 'model'],
+    [{ model: 'svc:groq/llama-3.3-70b-versatile', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }] }, 400, 'content_parts_unsupported_by_model', 'messages.0.content'],
+    [{ model: 'svc:xai/grok-3', messages: hello }, 503, 'platform_not_configured', undefined],
+  ])('%j → %i %s', async (json, status, code, param) => {
+    const before = await walletMicros();
+    const response = await chat(json);
+    expect({ status: response.status, code: response.body.error?.code, param: response.body.error?.param }).toEqual({ status, code, param });
+    expect(await walletMicros()).toBe(before);
+  });
+
+  it('400 fallback_with_idempotency_unsupported for a cascade with an idempotency-key', async () => {
+    const response = await chat({ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'], messages: hello }, { 'idempotency-key': 'k1' });
+    expect(response.body.error.code).toBe('fallback_with_idempotency_unsupported');
+  });
+
+  it('503 upstream_unavailable when the provider keeps failing, and nothing is charged', async () => {
+    await fault({ provider: 'openai', fault: { kind: 'status', status: 500 }, times: 10 });
+    const before = await walletMicros();
+    const response = await chat({ model: 'svc:openai/gpt-4o-mini', messages: hello });
+    expect({ status: response.status, type: response.body.error.type, code: response.body.error.code }).toEqual({ status: 503, type: 'api_error', code: 'upstream_unavailable' });
+    expect(await walletMicros()).toBe(before);
+  });
+});
+
+describe('streams that break', () => {
+  it('ends with an error event, not a silent truncation, and bills what was generated', async () => {
+    await fault({ provider: 'openai', fault: { kind: 'disconnect', afterChunks: 3 }, times: 1 });
+    const before = await walletMicros();
+    const response = await fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...bearer(developer.key), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'a stream that breaks' }], stream: true }),
+    });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(text).not.toContain('[DONE]');
+    const last = text.trim().split('\n\n').at(-1)!;
+    expect(JSON.parse(last.slice('data: '.length)).error.code).toBe('upstream_unavailable');
+    const charged = before - (await walletMicros());
+    expect(charged).toBeGreaterThan(0);
+    const { rows } = await gateway.platform.db.query('SELECT tokens_out FROM usage_records WHERE developer_id = $1 ORDER BY id DESC LIMIT 1', [developer.accountId]);
+    expect(rows[0].tokens_out).toBeGreaterThan(0);
+  });
+});
