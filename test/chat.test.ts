@@ -1,38 +1,25 @@
-import { mkdtempSync } from 'node:fs';
-import type http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
-import { createFullEmulator } from '../scripts/emulator/emulator.js';
-import { emulatorProviderEnv } from '../scripts/emulator/provider-env.js';
-import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /** The gateway's chat completions with the emulator as every provider, driven by the official openai SDK. */
-let emulator: http.Server;
-let emulatorUrl: string;
+let emulated: EmulatedGateway;
 let gateway: TestPlatform;
 let developer: TestDeveloper;
 let client: OpenAI;
 
 beforeAll(async () => {
-  const upstream = createFullEmulator();
-  emulator = await listen(upstream.app, 0, '127.0.0.1');
-  emulatorUrl = serverUrl(emulator);
-  const providerEnv = emulatorProviderEnv(emulatorUrl, upstream.credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-chat-')));
-  gateway = await startTestPlatform({ ...providerEnv, XAI_API_KEY: '' });
+  emulated = await startEmulatedGateway({ XAI_API_KEY: '' });
+  gateway = emulated.gateway;
   developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
   client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
 });
-afterAll(async () => {
-  await gateway?.close();
-  await new Promise((resolve) => emulator?.close(resolve));
-});
-afterEach(() => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' }));
+afterAll(() => emulated?.close());
+afterEach(() => emulated.clearFaults());
 
-const fault = (body: unknown) => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const fault = (rule: unknown) => emulated.fault(rule);
 const chat = (json: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', json, headers: { ...bearer(developer.key), ...headers } });
 const hello = [{ role: 'user', content: 'Hello, gateway' }];

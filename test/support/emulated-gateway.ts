@@ -1,0 +1,38 @@
+import { mkdtempSync } from 'node:fs';
+import type http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { listen, serverUrl } from '../../api/http-server.js';
+import { createFullEmulator } from '../../scripts/emulator/emulator.js';
+import { emulatorProviderEnv } from '../../scripts/emulator/provider-env.js';
+import { startTestPlatform, type TestPlatform } from './test-platform.js';
+
+/**
+ * A test gateway whose every provider is the upstream emulator, configured through the providers'
+ * own variables as a deployment would be. `fault` queues emulator faults; `clearFaults` drops them.
+ */
+export interface EmulatedGateway {
+  gateway: TestPlatform;
+  emulatorUrl: string;
+  fault(rule: unknown): Promise<unknown>;
+  clearFaults(): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+export async function startEmulatedGateway(env: Record<string, string> = {}): Promise<EmulatedGateway> {
+  const upstream = createFullEmulator();
+  const emulator: http.Server = await listen(upstream.app, 0, '127.0.0.1');
+  const emulatorUrl = serverUrl(emulator);
+  const providerEnv = emulatorProviderEnv(emulatorUrl, upstream.credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-gateway-')));
+  const gateway = await startTestPlatform({ ...providerEnv, ...env });
+  return {
+    gateway,
+    emulatorUrl,
+    fault: (rule) => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(rule) }),
+    clearFaults: () => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' }),
+    async close() {
+      await gateway.close();
+      await new Promise((resolve) => emulator.close(resolve));
+    },
+  };
+}
