@@ -7,6 +7,8 @@ import {
   type ChatStreamEvent,
   type EmbeddingsRequest,
   type EmbeddingsResult,
+  type ModerationRequest,
+  type ModerationResult,
   type FinishReason,
   type ProviderAdapter,
   type ToolCall,
@@ -70,6 +72,12 @@ export function createOpenAiCompatibleAdapter(provider: string, settings: KeyPro
       const embeddings = [...result.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
       const inputTokens = result.usage?.prompt_tokens ?? result.usage?.total_tokens ?? estimateTokens(request.input.join(''));
       return { embeddings, usage: { inputTokens } };
+    },
+
+    async moderate(request: ModerationRequest): Promise<ModerationResult> {
+      const response = await post('/moderations', { model: request.upstreamModel, input: request.input }, request.signal);
+      const result = await readJson<ModerationResult>(provider, response, request.signal);
+      return { results: result.results.map(({ flagged, categories, category_scores }) => ({ flagged, categories, category_scores })) };
     },
   };
 }

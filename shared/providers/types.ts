@@ -92,11 +92,24 @@ export interface EmbeddingsResult {
   usage: { inputTokens: number };
 }
 
+export interface ModerationRequest {
+  model: CatalogModel;
+  upstreamModel: string;
+  input: string[];
+  signal: AbortSignal;
+}
+
+/** One result per input, in the common moderation wire shape (categories and scores by name). */
+export interface ModerationResult {
+  results: Array<{ flagged: boolean; categories: Record<string, boolean>; category_scores: Record<string, number> }>;
+}
+
 export interface ProviderAdapter {
   readonly provider: string;
   chat?(request: ChatRequest): Promise<ChatResult>;
   chatStream?(request: ChatRequest): AsyncIterable<ChatStreamEvent>;
   embeddings?(request: EmbeddingsRequest): Promise<EmbeddingsResult>;
+  moderate?(request: ModerationRequest): Promise<ModerationResult>;
 }
 
 /**
