@@ -11,6 +11,7 @@ import { accountRoutes } from './routes/accounts.js';
 import { billingRoutes } from './routes/billing.js';
 import { chatRoutes } from './routes/chat.js';
 import { embeddingRoutes } from './routes/embeddings.js';
+import { modelRoutes } from './routes/models.js';
 import { moderationRoutes } from './routes/moderations.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
 import { customerRoutes } from './routes/customers.js';
@@ -63,6 +64,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(chatRoutes(platform));
   app.use(embeddingRoutes(platform));
   app.use(moderationRoutes(platform));
+  app.use(modelRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);

@@ -33,3 +33,17 @@ describe('POST /v1/moderations', () => {
     expect({ status: response.status, code: response.body.error.code }).toEqual({ status: 400, code });
   });
 });
+
+describe('GET /v1/models', () => {
+  it('lists the catalog with estimated prices per million tokens and what this deployment reaches', async () => {
+    const reader = await createDeveloper(emulated.gateway.platform, { scopes: ['api:read'] });
+    const client = new OpenAI({ baseURL: `${emulated.gateway.baseUrl}/v1`, apiKey: reader.key, maxRetries: 0 });
+    const models = [];
+    for await (const model of client.models.list()) models.push(model as unknown as Record<string, unknown>);
+    const mini = models.find((model) => model.id === 'svc:openai/gpt-4o-mini')!;
+    expect(mini).toMatchObject({ object: 'model', owned_by: 'openai', kind: 'chat', estimated_input_per_1m: 0.15, estimated_output_per_1m: 0.6, available: true });
+    expect(models.filter((model) => model.kind === 'embedding')).toHaveLength(9);
+    const noRead = await call(emulated.gateway.baseUrl, '/v1/models', { headers: bearer(developer.key) });
+    expect(noRead.body.error.code).toBe('insufficient_scope');
+  });
+});

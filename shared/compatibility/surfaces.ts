@@ -16,7 +16,7 @@ export const COMPATIBLE_SURFACES: readonly CompatibleSurface[] = [
   { surface: 'embeddings', compatible_with: 'openai.embeddings', paths: ['POST /v1/embeddings'], status: 'available' },
   { surface: 'moderations', compatible_with: 'openai.moderations', paths: ['POST /v1/moderations'], status: 'available' },
   { surface: 'rerank', compatible_with: 'cohere.rerank.v2', paths: ['POST /v1/rerank'], status: 'planned' },
-  { surface: 'models', compatible_with: 'openai.models', paths: ['GET /v1/models'], status: 'planned' },
+  { surface: 'models', compatible_with: 'openai.models', paths: ['GET /v1/models'], status: 'available' },
   { surface: 'files', compatible_with: 'openai.files', paths: ['POST /v1/files', 'GET /v1/files', 'GET /v1/files/{id}', 'GET /v1/files/{id}/content', 'DELETE /v1/files/{id}'], status: 'planned' },
   { surface: 'batches', compatible_with: 'openai.batches', paths: ['POST /v1/batches', 'GET /v1/batches', 'GET /v1/batches/{id}', 'POST /v1/batches/{id}/cancel'], status: 'planned' },
   { surface: 'vector_stores', compatible_with: 'openai.vector_stores', paths: ['/v1/vector_stores'], status: 'planned' },
