@@ -23,6 +23,9 @@ const fault = (rule: unknown) => emulated.fault(rule);
 const chat = (json: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', json, headers: { ...bearer(developer.key), ...headers } });
 const hello = [{ role: 'user', content: 'Hello, gateway' }];
+const base64Of = (bytes: number) => 'A'.repeat(Math.ceil((bytes * 4) / 3));
+const img = (bytes = 10) => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${base64Of(bytes)}` } });
+const pdf = (bytes: number) => ({ type: 'file', file: { file_data: `data:application/pdf;base64,${base64Of(bytes)}` } });
 
 async function walletMicros(): Promise<number> {
   const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
@@ -121,6 +124,26 @@ describe('errors, before any model is called or billed', () => {
     const response = await chat(json);
     expect({ status: response.status, code: response.body.error?.code, param: response.body.error?.param }).toEqual({ status, code, param });
     expect(await walletMicros()).toBe(before);
+  });
+
+  it.each([
+    ['three images', [img(), img(), img()], 'content_part_limit_exceeded'],
+    ['three PDFs', [pdf(10), pdf(10), pdf(10)], 'content_part_limit_exceeded'],
+    ['an image over 20 MB', [img(20 * 1024 * 1024 + 3)], 'content_part_too_large'],
+    ['a PDF over 20 MB', [pdf(20 * 1024 * 1024 + 3)], 'content_part_too_large'],
+    ['audio over 25 MB', [{ type: 'input_audio', input_audio: { data: 'A'.repeat(Math.ceil(((25 * 1024 * 1024 + 3) * 4) / 3)), format: 'wav' } }], 'content_part_too_large'],
+    ['a non-PDF document', [{ type: 'file', file: { file_data: 'data:text/plain;base64,aGk=' } }], 'invalid_content_part'],
+    ['a file reference', [{ type: 'image_url', image_url: { url: 'svc_file:file_abc' } }], 'invalid_content_part'],
+    ['an unknown part', [{ type: 'video', video: {} }], 'invalid_content_part'],
+  ])('400 for %s, checked before capabilities', async (_label, content, code) => {
+    // gpt-4o takes images and PDFs but not audio: the limits must answer first either way.
+    const response = await chat({ model: 'svc:openai/gpt-4o', messages: [{ role: 'user', content }] });
+    expect({ status: response.status, code: response.body.error?.code, param: response.body.error?.param }).toEqual({ status: 400, code, param: 'messages.0.content' });
+  });
+
+  it('lets two images and two PDFs through to a model that takes them', async () => {
+    const response = await chat({ model: 'svc:openai/gpt-4o', messages: [{ role: 'user', content: [img(), img(), pdf(10), pdf(10), { type: 'text', text: 'describe' }] }] });
+    expect(response.status).toBe(200);
   });
 
   it('400 fallback_with_idempotency_unsupported for a cascade with an idempotency-key', async () => {

@@ -59,13 +59,15 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
   const input = parsed.data;
   const plan = parseModelField(input.model);
   if (!Array.isArray(input.messages) || input.messages.length === 0) throw serviceError('missing_messages', { param: 'messages' });
-  // Size before shape and capability: an oversized body is refused without further work.
-  if (Buffer.byteLength(JSON.stringify(input.messages)) > MAX_MESSAGES_BYTES) throw serviceError('messages_too_large', { param: 'messages' });
   const messages = input.messages.map((entry, i) => {
     const checked = message.safeParse(entry);
     if (!checked.success) throw serviceError('invalid_request', { param: `messages.${i}.${checked.error.issues[0]!.path.join('.')}`.replace(/\.$/, ''), message: `messages[${i}]: ${checked.error.issues[0]!.message}` });
     return checked.data as ChatMessage;
   });
+  // Sizes and counts before capabilities. Media parts have their own limits, so the 100,000-byte
+  // limit of the serialized messages counts them without their base64 payloads.
+  messages.forEach(checkPartLimits);
+  if (Buffer.byteLength(JSON.stringify(messages, withoutPayloads)) > MAX_MESSAGES_BYTES) throw serviceError('messages_too_large', { param: 'messages' });
   if (input.moderation && input.moderation !== 'none') {
     throw serviceError('invalid_request', { param: 'moderation', message: 'Inline moderation is not available on this gateway yet; send moderation: none or omit it.' });
   }
@@ -115,6 +117,72 @@ export async function planChat(input: ChatInput, context: ResolutionContext, pro
     targets.push({ resolution, adapter, upstreamModel });
   }
   return targets;
+}
+
+/** JSON.stringify replacer that leaves out media payloads (data URLs and base64 audio). */
+function withoutPayloads(key: string, value: unknown): unknown {
+  if ((key === 'url' || key === 'file_data') && typeof value === 'string' && value.startsWith('data:')) return '';
+  if (key === 'data' && typeof value === 'string') return '';
+  return value;
+}
+
+const MB = 1024 * 1024;
+const PART_LIMITS = { imagesPerMessage: 2, documentsPerMessage: 2, imageBytes: 20 * MB, documentBytes: 20 * MB, audioBytes: 25 * MB };
+
+/** Bytes a base64 payload decodes to, without decoding it. */
+const decodedBytes = (base64: string) => Math.floor((base64.length * 3) / 4) - (base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0);
+
+function dataUrlPayload(url: string): { mediaType: string; base64: string } | undefined {
+  const match = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s.exec(url);
+  return match ? { mediaType: match[1]!, base64: match[2]! } : undefined;
+}
+
+/**
+ * Spec 1's content limits, checked before capabilities: two images and two PDF documents per
+ * message, 20 MB each decoded, audio 25 MB decoded. Images are data URLs or https URLs (passed
+ * through unmeasured); documents are PDF data only. File references need the files API.
+ */
+function checkPartLimits(message: ChatMessage, index: number): void {
+  if (!Array.isArray(message.content)) return;
+  const param = `messages.${index}.content`;
+  let images = 0;
+  let documents = 0;
+  for (const part of message.content as Array<Record<string, unknown>>) {
+    switch (part.type) {
+      case 'text':
+        if (typeof part.text !== 'string') throw serviceError('invalid_content_part', { param, message: 'A text part needs a text string.' });
+        break;
+      case 'image_url': {
+        const url = (part.image_url as { url?: unknown } | undefined)?.url;
+        if (typeof url !== 'string') throw serviceError('invalid_content_part', { param, message: 'An image_url part needs image_url.url.' });
+        if (++images > PART_LIMITS.imagesPerMessage) throw serviceError('content_part_limit_exceeded', { param });
+        if (url.startsWith('svc_file:')) throw serviceError('invalid_content_part', { param, message: 'File references need the files API, which this gateway does not offer yet; send a data URL or an https URL.' });
+        const payload = dataUrlPayload(url);
+        if (payload) {
+          if (!payload.mediaType.startsWith('image/')) throw serviceError('invalid_content_part', { param, message: `An image part cannot carry ${payload.mediaType}.` });
+          if (decodedBytes(payload.base64) > PART_LIMITS.imageBytes) throw serviceError('content_part_too_large', { param });
+        } else if (!url.startsWith('https://')) throw serviceError('invalid_content_part', { param, message: 'An image is a base64 data URL or an https URL.' });
+        break;
+      }
+      case 'file': {
+        const file = (part.file ?? {}) as { file_data?: unknown; file_id?: unknown };
+        if (typeof file.file_data !== 'string') throw serviceError('invalid_content_part', { param, message: 'A file part needs file_data (file_id references need the files API, not offered yet).' });
+        const payload = dataUrlPayload(file.file_data);
+        if (!payload || payload.mediaType !== 'application/pdf') throw serviceError('invalid_content_part', { param, message: 'Document parts must be application/pdf data.' });
+        if (++documents > PART_LIMITS.documentsPerMessage) throw serviceError('content_part_limit_exceeded', { param });
+        if (decodedBytes(payload.base64) > PART_LIMITS.documentBytes) throw serviceError('content_part_too_large', { param });
+        break;
+      }
+      case 'input_audio': {
+        const data = (part.input_audio as { data?: unknown } | undefined)?.data;
+        if (typeof data !== 'string') throw serviceError('invalid_content_part', { param, message: 'An input_audio part needs base64 data.' });
+        if (decodedBytes(data) > PART_LIMITS.audioBytes) throw serviceError('content_part_too_large', { param });
+        break;
+      }
+      default:
+        throw serviceError('invalid_content_part', { param, message: `Unsupported content part type: ${String(part.type)}.` });
+    }
+  }
 }
 
 function checkContentParts(model: CatalogModel, messages: ChatMessage[]): void {
