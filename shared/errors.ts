@@ -137,6 +137,8 @@ const CATALOG = {
   input_too_large: { status: 400, type: 'invalid_request_error', message: 'input has more than 2,048 entries or an entry over 100,000 characters.' },
   invalid_embedding_model: { status: 400, type: 'invalid_request_error', message: 'model must be one of the supported embedding ids.' },
   invalid_dimensions: { status: 400, type: 'invalid_request_error', message: 'dimensions must be a positive integer no larger than the model’s own.' },
+  idempotency_key_in_progress: { status: 409, type: 'conflict_error', message: 'The first request with this idempotency-key is still running; retry shortly.' },
+  idempotency_key_reuse: { status: 409, type: 'conflict_error', message: 'This idempotency-key was already used with a different request body.' },
   upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The provider refused the request as invalid.' },
   platform_not_configured: { status: 503, type: 'api_error', message: 'No upstream credentials are configured for the resolved model.' },
   upstream_unavailable: { status: 503, type: 'api_error', message: 'The provider failed and no cascade entry succeeded. Retry with backoff.' },

@@ -180,3 +180,60 @@ describe('streams that break', () => {
     expect(rows[0].tokens_out).toBeGreaterThan(0);
   });
 });
+
+describe('idempotency-key', () => {
+  const usageRows = async (requestKey: string) => {
+    const { rows } = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM usage_records WHERE developer_id = $1 AND created_at > now() - interval '1 minute' AND model = $2`, [developer.accountId, requestKey]);
+    return rows[0].n as number;
+  };
+
+  it('replays the original result within the window, charging once', async () => {
+    const json = { model: 'svc:deepseek/deepseek-chat', messages: [{ role: 'user', content: 'idempotent hello' }] };
+    const before = await walletMicros();
+    const first = await chat(json, { 'idempotency-key': 'order-1' });
+    const afterFirst = await walletMicros();
+    const second = await chat(json, { 'idempotency-key': 'order-1' });
+    expect(second.status).toBe(200);
+    expect(second.body).toEqual(first.body);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(second.headers.get('x-svc-wallet-deducted')).toBe(first.headers.get('x-svc-wallet-deducted'));
+    expect(before - afterFirst).toBeGreaterThan(0);
+    expect(await walletMicros()).toBe(afterFirst);
+    expect(await usageRows('svc:deepseek/deepseek-chat')).toBe(1);
+  });
+
+  it('makes concurrent duplicates wait for the first and share its result', async () => {
+    const json = { model: 'svc:cerebras/llama3.1-8b', messages: [{ role: 'user', content: 'concurrent hello' }] };
+    const responses = await Promise.all(Array.from({ length: 5 }, () => chat(json, { 'idempotency-key': 'order-2' })));
+    expect(new Set(responses.map((response) => response.body.id)).size).toBe(1);
+    expect(responses.filter((response) => response.headers.get('idempotent-replayed') === 'true')).toHaveLength(4);
+    expect(await usageRows('svc:cerebras/llama3.1-8b')).toBe(1);
+  });
+
+  it('409 idempotency_key_reuse for the same key with another body', async () => {
+    await chat({ model: 'svc:openai/gpt-4o-mini', messages: hello }, { 'idempotency-key': 'order-3' });
+    const reuse = await chat({ model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'something else' }] }, { 'idempotency-key': 'order-3' });
+    expect({ status: reuse.status, type: reuse.body.error.type, code: reuse.body.error.code }).toEqual({ status: 409, type: 'conflict_error', code: 'idempotency_key_reuse' });
+  });
+
+  it('scopes keys by customer, and gives the key back when the call fails', async () => {
+    const json = { model: 'svc:fireworks/accounts/fireworks/models/llama-v3p1-8b-instruct', messages: hello };
+    const a = await chat(json, { 'idempotency-key': 'order-4', 'Svc-Customer': 'alice' });
+    const b = await chat(json, { 'idempotency-key': 'order-4', 'Svc-Customer': 'bob' });
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+    expect(b.body.id).not.toBe(a.body.id);
+
+    await fault({ provider: 'mistral', fault: { kind: 'status', status: 500 }, times: 10 });
+    const failing = { model: 'svc:mistral/mistral-large-latest', messages: hello };
+    expect((await chat(failing, { 'idempotency-key': 'order-5' })).status).toBe(503);
+    await emulated.clearFaults();
+    const retried = await chat(failing, { 'idempotency-key': 'order-5' });
+    expect(retried.status).toBe(200);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('400 for a stream with an idempotency-key', async () => {
+    const response = await chat({ model: 'svc:openai/gpt-4o-mini', messages: hello, stream: true }, { 'idempotency-key': 'order-6' });
+    expect({ status: response.status, code: response.body.error.code, param: response.body.error.param }).toEqual({ status: 400, code: 'invalid_request', param: 'idempotency-key' });
+  });
+});

@@ -3,6 +3,7 @@ import { authorize, billableAmount, release, settle } from '../../shared/billing
 import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
+import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
 import type { ResolutionContext } from '../../shared/models/refs.js';
 import type { Platform } from '../../shared/platform/platform.js';
@@ -17,15 +18,42 @@ const NO_DEFINITIONS: ResolutionContext = { slot: async () => undefined, dynamic
 
 export function chatRoutes(platform: Platform): Router {
   const router = Router();
+  const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
   router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
     const input = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
     const targets = await planChat(input, NO_DEFINITIONS, platform.providers);
     const call = meteredCallOf(req);
-    if (input.stream) await streamCompletion(platform, req, res, call, input, targets[0]!);
-    else await completeWithCascade(platform, req, res, call, input, targets);
+    const key = req.get('idempotency-key');
+    if (input.stream) {
+      if (key) throw serviceError('invalid_request', { param: 'idempotency-key', message: 'A stream cannot be replayed: send idempotency-key with non-streaming calls only.' });
+      await streamCompletion(platform, req, res, call, input, targets[0]!);
+      return;
+    }
+    if (!key) {
+      await completeWithCascade(platform, req, res, call, input, targets);
+      return;
+    }
+    const scope = { developerId: call.developerId, customerId: call.customer?.id ?? null, key };
+    const claim = await idempotency.begin(scope, req.body);
+    if ('replay' in claim) {
+      for (const [name, value] of Object.entries(claim.replay.headers)) res.setHeader(name, value);
+      res.setHeader('Idempotent-Replayed', 'true');
+      res.status(claim.replay.status).json(claim.replay.body);
+      return;
+    }
+    try {
+      const completion = await completeWithCascade(platform, req, res, call, input, targets);
+      await idempotency.complete(scope, req.body, completion);
+    } catch (error) {
+      await idempotency.abandon(scope);
+      throw error;
+    }
   });
   return router;
 }
+
+/** Headers a replay repeats: what describes the original answer, not this request. */
+const REPLAYED_HEADERS = ['x-svc-model-resolved', 'x-svc-model-newer-available', 'x-svc-model-used', 'x-svc-models-tried', 'x-svc-fallback-triggered', 'x-svc-dynamic-profile', 'x-svc-dynamic-reason', 'x-svc-wallet-deducted', 'x-svc-wallet-balance'];
 
 function maxCostOf(target: ChatTarget, input: ChatInput): number {
   const model = target.resolution.model;
@@ -47,8 +75,8 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
   }
 }
 
-/** Non-streaming: each cascade entry in turn, each reserved and settled on its own. */
-async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<void> {
+/** Non-streaming: each cascade entry in turn, each reserved and settled on its own. Returns what it sent, for replay. */
+async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult> {
   const abort = abortOnDisconnect(req, res);
   const tried: string[] = [];
   for (const [position, target] of targets.entries()) {
@@ -62,8 +90,10 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
       });
       setModelHeaders(res, targets, target, tried);
       setWalletHeaders(res, settled);
-      res.json(completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result));
-      return;
+      const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
+      res.json(body);
+      const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
+      return { status: 200, headers, body };
     } catch (error) {
       // The next, dearer entry of a cascade gets its turn when this provider failed; a refusal of the request itself does not cascade.
       const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
@@ -72,6 +102,7 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
       throw translateUpstream(error);
     }
   }
+  throw new Error('a chat plan has at least one target');
 }
 
 /**
