@@ -237,3 +237,22 @@ describe('idempotency-key', () => {
     expect({ status: response.status, code: response.body.error.code, param: response.body.error.param }).toEqual({ status: 400, code: 'invalid_request', param: 'idempotency-key' });
   });
 });
+
+describe('events', () => {
+  it('records chat.completion.finished for each completion and request.failed_after_retry when retries run out', async () => {
+    const events = async (type: string) => {
+      const { rows } = await gateway.platform.db.query('SELECT data FROM outbox_events WHERE developer_id = $1 AND type = $2 ORDER BY created_at', [developer.accountId, type]);
+      return rows.map((row) => row.data);
+    };
+    const finishedBefore = (await events('chat.completion.finished')).length;
+    const done = await chat({ model: 'svc:openai/gpt-4o', messages: [{ role: 'user', content: 'event please' }] });
+    const finished = await events('chat.completion.finished');
+    expect(finished).toHaveLength(finishedBefore + 1);
+    expect(finished.at(-1)).toMatchObject({ completion_id: done.body.id, model: 'svc:openai/gpt-4o', usage: { prompt_tokens: done.body.usage.prompt_tokens } });
+
+    await fault({ provider: 'together', fault: { kind: 'status', status: 502 }, times: 10 });
+    const failed = await chat({ model: 'svc:together/meta-llama/Llama-3.3-70B-Instruct-Turbo', messages: hello });
+    expect(failed.status).toBe(503);
+    expect((await events('request.failed_after_retry')).at(-1)).toMatchObject({ request_id: failed.headers.get('x-request-id'), models_tried: ['svc:together/meta-llama/Llama-3.3-70B-Instruct-Turbo'] });
+  });
+});

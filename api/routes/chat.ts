@@ -2,6 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import { authorize, billableAmount, release, settle } from '../../shared/billing/meter.js';
 import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
+import { recordEvent } from '../../shared/events/outbox.js';
 import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
@@ -91,6 +92,7 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
       setModelHeaders(res, targets, target, tried);
       setWalletHeaders(res, settled);
       const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
+      await recordChatFinished(platform, call, String(req.id), body.id, model.id, settled.result.usage, tried);
       res.json(body);
       const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
       return { status: 200, headers, body };
@@ -98,7 +100,10 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
       // The next, dearer entry of a cascade gets its turn when this provider failed; a refusal of the request itself does not cascade.
       const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
       if (cascades && position < targets.length - 1) continue;
-      if (error instanceof UpstreamError) req.log?.warn({ err: error, model: model.id, tried }, 'upstream failed');
+      if (error instanceof UpstreamError) {
+        req.log?.warn({ err: error, model: model.id, tried }, 'upstream failed');
+        if (error.retryable) await recordEvent(platform.db, call.developerId, 'request.failed_after_retry', { request_id: String(req.id), models_tried: tried, customer_id: call.customer?.id ?? null, error: error.message });
+      }
       throw translateUpstream(error);
     }
   }
@@ -165,6 +170,7 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
     requestId: String(req.id),
   });
   await platform.limiter.recordUsage(call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
+  if (failure === undefined) await recordChatFinished(platform, call, String(req.id), id, model.id, charged, [model.id]);
 
   if (res.writableEnded || abort.signal.aborted) return;
   if (failure !== undefined) {
@@ -179,6 +185,18 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
     res.write('data: [DONE]\n\n');
   }
   res.end();
+}
+
+/** chat.completion.finished, through the outbox like every event. */
+function recordChatFinished(platform: Platform, call: MeteredCallContext, requestId: string, completionId: string, model: string, usage: Usage, tried: string[]) {
+  return recordEvent(platform.db, call.developerId, 'chat.completion.finished', {
+    request_id: requestId,
+    completion_id: completionId,
+    model,
+    customer_id: call.customer?.id ?? null,
+    usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens },
+    ...(tried.length > 1 && { models_tried: tried }),
+  });
 }
 
 /** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */

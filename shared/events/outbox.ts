@@ -12,7 +12,9 @@ export type EventType =
   | 'customer.budget_exceeded'
   | 'customer.rate_limit_exceeded'
   | 'wallet.low'
-  | 'wallet.empty';
+  | 'wallet.empty'
+  | 'chat.completion.finished'
+  | 'request.failed_after_retry';
 
 export interface RecordedEvent {
   id: string;
