@@ -2,7 +2,8 @@
  * The model catalog: every concrete model the gateway can route to, with what it can do and what
  * it costs. A reference always resolves to one of these entries, and its id (`svc:<provider>/<model>`)
  * is what is metered, cached and capability-checked. Prices are integer micro-dollars per million
- * tokens (per million characters for speech, per image for images, per search for rerank).
+ * tokens; for the other kinds `inputMicrosPer1M` is the price of one unit: one search (rerank),
+ * one image, one minute of audio transcribed, or a million characters spoken.
  *
  * Providers, by wire style (spec 1: 12 + 3 + 4):
  * - chat-completions compatible: openai, groq, together, fireworks, deepseek, mistral, xai,
@@ -115,20 +116,20 @@ export const CATALOG: readonly CatalogModel[] = [
   other('mistral', 'mistral-embed', 'embedding', 0.1, 0, { dimensions: 1024 }),
   other('gemini', 'text-embedding-004', 'embedding', 0.025, 0, { dimensions: 768 }),
 
-  // The four rerank references: priced per search unit (one call).
-  other('cohere', 'rerank-v3.5', 'rerank', 2_000),
-  other('cohere', 'rerank-multilingual-v3.0', 'rerank', 2_000),
-  other('voyage', 'rerank-2', 'rerank', 50),
-  other('voyage', 'rerank-2-lite', 'rerank', 20),
+  // The four rerank references: USD per search unit (one call).
+  other('cohere', 'rerank-v3.5', 'rerank', 0.002),
+  other('cohere', 'rerank-multilingual-v3.0', 'rerank', 0.002),
+  other('voyage', 'rerank-2', 'rerank', 0.0005),
+  other('voyage', 'rerank-2-lite', 'rerank', 0.0002),
 
   other('openai', 'omni-moderation-latest', 'moderation', 0),
 
   // Media: images to three providers, speech-to-text to two, text-to-speech to two.
-  other('openai', 'gpt-image-1', 'image', 40_000),
-  other('together', 'black-forest-labs/FLUX.1-schnell', 'image', 3_000),
-  other('xai', 'grok-2-image', 'image', 70_000),
-  other('openai', 'whisper-1', 'speech_to_text', 6),
-  other('groq', 'whisper-large-v3', 'speech_to_text', 1.85),
+  other('openai', 'gpt-image-1', 'image', 0.04),
+  other('together', 'black-forest-labs/FLUX.1-schnell', 'image', 0.003),
+  other('xai', 'grok-2-image', 'image', 0.07),
+  other('openai', 'whisper-1', 'speech_to_text', 0.006),
+  other('groq', 'whisper-large-v3', 'speech_to_text', 0.00185),
   other('openai', 'tts-1', 'text_to_speech', 15),
   other('groq', 'playai-tts', 'text_to_speech', 50),
 ];
