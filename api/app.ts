@@ -13,6 +13,7 @@ import { chatRoutes } from './routes/chat.js';
 import { embeddingRoutes } from './routes/embeddings.js';
 import { modelRoutes } from './routes/models.js';
 import { moderationRoutes } from './routes/moderations.js';
+import { rerankRoutes } from './routes/rerank.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
 import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
@@ -65,6 +66,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(embeddingRoutes(platform));
   app.use(moderationRoutes(platform));
   app.use(modelRoutes(platform));
+  app.use(rerankRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);

@@ -36,10 +36,10 @@ export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): 
   };
 }
 
-/** Verifies a `ko_` key and the route's scope (an exact match or `admin`), and records the caller. */
-export async function verifyDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope) {
+/** Verifies a `ko_` key and the route's scope (an exact match or `admin`; none for a route open to any key), and records the caller. */
+export async function verifyDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope | undefined) {
   const principal = await authenticateDeveloperKey(platform.db, presented);
-  if (!grantsScope(principal.scopes, scope)) {
+  if (scope !== undefined && !grantsScope(principal.scopes, scope)) {
     throw serviceError('insufficient_scope', { message: `This route needs the ${scope} scope (or admin); the key has ${principal.scopes.join(', ')}.` });
   }
   req.principal = principal;

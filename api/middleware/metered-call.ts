@@ -42,7 +42,15 @@ declare global {
  * 3. the four rate-limit layers (edge, client token, developer, customer) in one Redis round trip.
  * The handler then reserves, calls upstream and settles through runMeteredCall.
  */
-export function meteredCall(platform: Platform, scopes: { developer: DeveloperScope; clientToken: ClientTokenScope }): RequestHandler {
+export function meteredCall(
+  platform: Platform,
+  scopes: {
+    /** The developer-key scope the route needs, or 'any' for a route open to every valid key. */
+    developer: DeveloperScope | 'any';
+    /** The client-token scope that reaches the route, or null when client tokens may not call it. */
+    clientToken: ClientTokenScope | null;
+  },
+): RequestHandler {
   const { config, db, limiter } = platform;
   return async (req, res, next) => {
     const credential = req.credential;
@@ -53,6 +61,7 @@ export function meteredCall(platform: Platform, scopes: { developer: DeveloperSc
     let customer: CustomerRow | null;
     const layers: LimitLayer[] = [edgeLayer(config, clientIp(req), credential.value)];
     if (credential.scheme === 'client') {
+      if (scopes.clientToken === null) throw serviceError('endpoint_not_allowed_for_client_token');
       const token = await authenticateClientToken(platform, req, scopes.clientToken);
       developerId = token.accountId;
       payerAccountId = token.accountId;
@@ -60,7 +69,7 @@ export function meteredCall(platform: Platform, scopes: { developer: DeveloperSc
       if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'The customer of this client token is archived.' });
       layers.push(clientTokenLayer(token.jti, token.rpmLimit));
     } else {
-      const principal = await verifyDeveloperKey(platform, req, credential.value, scopes.developer);
+      const principal = await verifyDeveloperKey(platform, req, credential.value, scopes.developer === 'any' ? undefined : scopes.developer);
       developerId = principal.accountId;
       payerAccountId = principal.billingAccountId;
       const reference = attributionOf(req);

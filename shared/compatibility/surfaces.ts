@@ -15,7 +15,7 @@ export const COMPATIBLE_SURFACES: readonly CompatibleSurface[] = [
   { surface: 'chat.completions', compatible_with: 'openai.chat.completions', paths: ['POST /v1/chat/completions'], status: 'available', notes: 'model takes typed refs (svc:, match:, slot:, dyn:) or a cascade array; SSE chunks when stream is true' },
   { surface: 'embeddings', compatible_with: 'openai.embeddings', paths: ['POST /v1/embeddings'], status: 'available' },
   { surface: 'moderations', compatible_with: 'openai.moderations', paths: ['POST /v1/moderations'], status: 'available' },
-  { surface: 'rerank', compatible_with: 'cohere.rerank.v2', paths: ['POST /v1/rerank'], status: 'planned' },
+  { surface: 'rerank', compatible_with: 'cohere.rerank.v2', paths: ['POST /v1/rerank'], status: 'available' },
   { surface: 'models', compatible_with: 'openai.models', paths: ['GET /v1/models'], status: 'available' },
   { surface: 'files', compatible_with: 'openai.files', paths: ['POST /v1/files', 'GET /v1/files', 'GET /v1/files/{id}', 'GET /v1/files/{id}/content', 'DELETE /v1/files/{id}'], status: 'planned' },
   { surface: 'batches', compatible_with: 'openai.batches', paths: ['POST /v1/batches', 'GET /v1/batches', 'GET /v1/batches/{id}', 'POST /v1/batches/{id}/cancel'], status: 'planned' },

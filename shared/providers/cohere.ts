@@ -9,6 +9,8 @@ import {
   type ContentPart,
   type FinishReason,
   type ProviderAdapter,
+  type RerankRequest,
+  type RerankResult,
   type ToolCall,
   type Usage,
 } from './types.js';
@@ -84,6 +86,13 @@ export function createCohereAdapter(settings: KeyProviderSettings): ProviderAdap
         inputTokens += result.meta?.billed_units?.input_tokens ?? 0;
       }
       return { embeddings, usage: { inputTokens } };
+    },
+
+    async rerank(request: RerankRequest): Promise<RerankResult> {
+      const body = { model: request.upstreamModel, query: request.query, documents: request.documents, ...(request.topN !== undefined && { top_n: request.topN }) };
+      const response = await post('rerank', body, request.signal);
+      const result = await readJson<{ results: Array<{ index: number; relevance_score: number }> }>(PROVIDER, response, request.signal);
+      return { results: result.results.map((entry) => ({ index: entry.index, relevanceScore: entry.relevance_score })) };
     },
   };
 }

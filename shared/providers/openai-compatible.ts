@@ -9,6 +9,8 @@ import {
   type EmbeddingsResult,
   type ModerationRequest,
   type ModerationResult,
+  type RerankRequest,
+  type RerankResult,
   type FinishReason,
   type ProviderAdapter,
   type ToolCall,
@@ -72,6 +74,14 @@ export function createOpenAiCompatibleAdapter(provider: string, settings: KeyPro
       const embeddings = [...result.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
       const inputTokens = result.usage?.prompt_tokens ?? result.usage?.total_tokens ?? estimateTokens(request.input.join(''));
       return { embeddings, usage: { inputTokens } };
+    },
+
+    /** Voyage's rerank (the one compatible provider that offers it). */
+    async rerank(request: RerankRequest): Promise<RerankResult> {
+      const body = { model: request.upstreamModel, query: request.query, documents: request.documents, ...(request.topN !== undefined && { top_k: request.topN }), return_documents: false };
+      const response = await post('/rerank', body, request.signal);
+      const result = await readJson<{ data: Array<{ index: number; relevance_score: number }> }>(provider, response, request.signal);
+      return { results: result.data.map((entry) => ({ index: entry.index, relevanceScore: entry.relevance_score })) };
     },
 
     async moderate(request: ModerationRequest): Promise<ModerationResult> {

@@ -104,12 +104,27 @@ export interface ModerationResult {
   results: Array<{ flagged: boolean; categories: Record<string, boolean>; category_scores: Record<string, number> }>;
 }
 
+export interface RerankRequest {
+  model: CatalogModel;
+  upstreamModel: string;
+  query: string;
+  documents: string[];
+  topN: number | undefined;
+  signal: AbortSignal;
+}
+
+/** Documents by their index in the request, most relevant first. */
+export interface RerankResult {
+  results: Array<{ index: number; relevanceScore: number }>;
+}
+
 export interface ProviderAdapter {
   readonly provider: string;
   chat?(request: ChatRequest): Promise<ChatResult>;
   chatStream?(request: ChatRequest): AsyncIterable<ChatStreamEvent>;
   embeddings?(request: EmbeddingsRequest): Promise<EmbeddingsResult>;
   moderate?(request: ModerationRequest): Promise<ModerationResult>;
+  rerank?(request: RerankRequest): Promise<RerankResult>;
 }
 
 /**

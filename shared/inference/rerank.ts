@@ -1,0 +1,57 @@
+import { z } from 'zod';
+import { serviceError } from '../errors.js';
+import { CATALOG, catalogModel, type CatalogModel } from '../models/catalog.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import type { ProviderAdapter } from '../providers/types.js';
+
+/**
+ * POST /v1/rerank, up to the provider call: exactly the four rerank references, the spec's
+ * limits checked before anything is called, one search unit billed per call.
+ */
+const MAX_DOCUMENTS = 1_000;
+const MAX_QUERY_CHARACTERS = 10_000;
+const MAX_DOCUMENT_CHARACTERS = 100_000;
+
+const body = z.object({
+  model: z.unknown().optional(),
+  query: z.string({ error: 'query must be a string' }),
+  documents: z.unknown().optional(),
+  top_n: z.number().int().positive().optional(),
+  return_documents: z.boolean().optional(),
+});
+
+export interface RerankPlan {
+  model: CatalogModel;
+  adapter: ProviderAdapter;
+  query: string;
+  documents: string[];
+  topN: number | undefined;
+  returnDocuments: boolean;
+}
+
+export function planRerank(raw: unknown, providers: ProviderRegistry): RerankPlan {
+  const parsed = body.safeParse(raw ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
+  }
+  const { model: ref, query, documents, top_n, return_documents } = parsed.data;
+  const model = typeof ref === 'string' ? catalogModel(ref.split('@')[0]!) : undefined;
+  if (!model || model.kind !== 'rerank' || ref !== model.id) {
+    const accepted = CATALOG.filter((entry) => entry.kind === 'rerank').map((entry) => entry.id);
+    throw serviceError('unsupported_rerank_model', { param: 'model', message: `model must be one of: ${accepted.join(', ')}.` });
+  }
+  if (query.length > MAX_QUERY_CHARACTERS) throw serviceError('query_too_large', { param: 'query' });
+  if (!Array.isArray(documents) || documents.length === 0) throw serviceError('missing_documents', { param: 'documents' });
+  if (documents.length > MAX_DOCUMENTS) throw serviceError('too_many_documents', { param: 'documents' });
+  // The common rerank shape takes plain strings, or objects carrying their text.
+  const texts = documents.map((document, i) => {
+    const text = typeof document === 'string' ? document : (document as { text?: unknown } | null)?.text;
+    if (typeof text !== 'string') throw serviceError('invalid_request', { param: `documents.${i}`, message: 'A document is a string or an object with a text string.' });
+    if (text.length > MAX_DOCUMENT_CHARACTERS) throw serviceError('document_too_large', { param: `documents.${i}` });
+    return text;
+  });
+  const adapter = providers.adapter(model.provider);
+  if (!adapter?.rerank) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${model.provider} (needed by ${model.model}).` });
+  return { model, adapter, query, documents: texts, topN: top_n, returnDocuments: return_documents === true };
+}
