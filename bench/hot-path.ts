@@ -96,7 +96,7 @@ async function listeningOrigin(stdout: NodeJS.ReadableStream): Promise<string> {
 }
 
 /** Sends on a fixed schedule; each latency runs from the moment the request was due. */
-async function openLoop(send: () => Promise<number>, ratePerSecond: number, seconds: number) {
+export async function openLoop(send: () => Promise<number>, ratePerSecond: number, seconds: number) {
   const intervalNs = 1e9 / ratePerSecond;
   const total = Math.round(ratePerSecond * seconds);
   const start = process.hrtime.bigint();

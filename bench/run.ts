@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the front door's speed, the governance hot path at a fixed arrival rate, and the
- * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|cpu runs one).
+ * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|gateway|cpu runs one).
  * The API runs as its own process (as in production) on a bench database; autocannon loads it
  * from this process over loopback. Figures are printed, never asserted.
  */
@@ -17,6 +17,7 @@ import { createLogger } from '../shared/logger.js';
 import { CpuPool } from '../shared/platform/cpu-pool.js';
 import { cosineTopK } from '../shared/scoring/cosine.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { runGatewayOverheadBench } from './gateway-overhead.js';
 import { runHotPathBench } from './hot-path.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -74,6 +75,15 @@ if (runs('hot-path')) {
     ratePerSecond: Number(process.env.BENCH_RATE ?? 1000),
     seconds: Number(process.env.BENCH_HOT_SECONDS ?? 20),
     warmupSeconds: 5,
+  });
+}
+
+if (runs('gateway')) {
+  console.log('');
+  await runGatewayOverheadBench({
+    databaseUrl: benchDatabase.toString(),
+    rates: (process.env.BENCH_GATEWAY_RATES ?? '200,500,1000').split(',').map(Number),
+    seconds: Number(process.env.BENCH_GATEWAY_SECONDS ?? 10),
   });
 }
 

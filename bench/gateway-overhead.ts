@@ -1,0 +1,140 @@
+/**
+ * What the gateway adds to a chat completion: the same non-streaming requests at fixed arrival
+ * rates (open loop), once directly against the emulator and once through the gateway with
+ * authentication, the rate-limit layers and metering on; and the time to the first streamed byte
+ * both ways. Emulator and gateway each run as their own process.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { Pool } from 'undici';
+import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
+import { createPool } from '../shared/db/pool.js';
+import { createLogger } from '../shared/logger.js';
+import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { openLoop } from './hot-path.js';
+
+export interface OverheadOptions {
+  databaseUrl: string;
+  rates: number[];
+  seconds: number;
+}
+
+async function jsonLine(child: ChildProcess, field: string): Promise<Record<string, any>> {
+  let text = '';
+  for await (const line of createInterface({ input: child.stdout! })) {
+    text += line;
+    try {
+      const parsed = JSON.parse(text) as Record<string, any>;
+      if (parsed[field]) {
+        child.stdout!.resume();
+        return parsed;
+      }
+      text = '';
+    } catch {
+      // a pretty-printed document continues on the next line
+    }
+  }
+  throw new Error(`process exited before printing ${field}`);
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+
+export async function runGatewayOverheadBench(options: OverheadOptions): Promise<void> {
+  const emulatorPort = await freePort();
+  const emulator = spawn(process.execPath, ['--import', 'tsx', 'scripts/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
+  const printed = await jsonLine(emulator, 'listening');
+  const emulatorKey = printed.api_keys.openai as string;
+
+  const db = createPool(options.databaseUrl, 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
+  const developer = await createDeveloperAccount(db, { email: `overhead-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 1_000_000_000 });
+  const { plaintext: key } = await createApiKey(db, developer.id, { name: 'overhead', scopes: ['api:chat'] });
+  await db.end();
+
+  const gatewayPort = await freePort();
+  const gateway = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      DATABASE_URL: options.databaseUrl,
+      API_PORT: String(gatewayPort),
+      LOG_LEVEL: 'warn',
+      REDIS_KEY_PREFIX: `svc-bench-${process.pid}`,
+      EDGE_RPM_LIMIT: '100000000',
+      DEVELOPER_RPM_LIMIT: '100000000',
+      DEVELOPER_TPM_LIMIT: '2000000000',
+      OPENAI_API_KEY: emulatorKey,
+      OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+    },
+  });
+  gateway.stdout!.resume();
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  for (let attempt = 0; attempt < 150 && !(await fetch(`${gatewayUrl}/v1/compatibility`).then((r) => r.ok, () => false)); attempt++) await new Promise((resolve) => setTimeout(resolve, 200));
+
+  const direct = new Pool(printed.listening, { connections: 256 });
+  const through = new Pool(gatewayUrl, { connections: 256 });
+  const request = (pool: Pool, path: string, authorization: string, model: string, stream = false) => async () => {
+    const response = await pool.request({
+      method: 'POST',
+      path,
+      headers: { authorization, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Measure the gateway' }], max_tokens: 16, ...(stream && { stream: true }) }),
+    });
+    await response.body.dump();
+    return response.statusCode;
+  };
+  const directCall = request(direct, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+  const gatewayCall = request(through, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
+
+  try {
+    await openLoop(directCall, 100, 2);
+    await openLoop(gatewayCall, 100, 3);
+    const rows = [];
+    for (const rate of options.rates) {
+      const base = await openLoop(directCall, rate, options.seconds);
+      const via = await openLoop(gatewayCall, rate, options.seconds);
+      const b = base.latenciesMs.sort((x, y) => x - y);
+      const g = via.latenciesMs.sort((x, y) => x - y);
+      rows.push({
+        'offered req/s': rate,
+        'direct sustained': Math.round(base.completed / base.elapsedSeconds),
+        'gateway sustained': Math.round(via.completed / via.elapsedSeconds),
+        'gateway non-2xx': via.failures,
+        'direct p50 ms': quantile(b, 0.5).toFixed(2),
+        'gateway p50 ms': quantile(g, 0.5).toFixed(2),
+        'added p50 ms': (quantile(g, 0.5) - quantile(b, 0.5)).toFixed(2),
+        'direct p99 ms': quantile(b, 0.99).toFixed(2),
+        'gateway p99 ms': quantile(g, 0.99).toFixed(2),
+        'added p99 ms': (quantile(g, 0.99) - quantile(b, 0.99)).toFixed(2),
+      });
+    }
+    console.log(`gateway overhead: non-streaming chat completions, open loop, ${options.seconds} s per rate and target`);
+    console.table(rows);
+
+    const ttfb = async (pool: Pool, path: string, authorization: string, model: string) => {
+      const times: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const started = performance.now();
+        const response = await pool.request({ method: 'POST', path, headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: `first byte ${i}` }], stream: true }) });
+        for await (const _chunk of response.body) {
+          times.push(performance.now() - started);
+          break;
+        }
+        await response.body.dump().catch(() => undefined);
+      }
+      return times.sort((x, y) => x - y);
+    };
+    const directFirst = await ttfb(direct, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+    const gatewayFirst = await ttfb(through, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
+    console.log('\nstreaming time to first byte, 200 sequential requests');
+    console.table([
+      { target: 'direct', 'p50 ms': quantile(directFirst, 0.5).toFixed(2), 'p99 ms': quantile(directFirst, 0.99).toFixed(2) },
+      { target: 'gateway', 'p50 ms': quantile(gatewayFirst, 0.5).toFixed(2), 'p99 ms': quantile(gatewayFirst, 0.99).toFixed(2) },
+      { target: 'added', 'p50 ms': (quantile(gatewayFirst, 0.5) - quantile(directFirst, 0.5)).toFixed(2), 'p99 ms': (quantile(gatewayFirst, 0.99) - quantile(directFirst, 0.99)).toFixed(2) },
+    ]);
+  } finally {
+    await direct.close();
+    await through.close();
+    await stopChild(gateway);
+    await stopChild(emulator);
+  }
+}
