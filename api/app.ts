@@ -12,6 +12,7 @@ import { billingRoutes } from './routes/billing.js';
 import { chatRoutes } from './routes/chat.js';
 import { embeddingRoutes } from './routes/embeddings.js';
 import { modelRoutes } from './routes/models.js';
+import { mediaRoutes } from './routes/media.js';
 import { moderationRoutes } from './routes/moderations.js';
 import { rerankRoutes } from './routes/rerank.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
@@ -67,6 +68,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(moderationRoutes(platform));
   app.use(modelRoutes(platform));
   app.use(rerankRoutes(platform));
+  app.use(mediaRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);

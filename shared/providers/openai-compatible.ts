@@ -1,4 +1,4 @@
-import { parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { networkFailure, parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -9,6 +9,10 @@ import {
   type EmbeddingsResult,
   type ModerationRequest,
   type ModerationResult,
+  type ImageRequest,
+  type ImageResult,
+  type SpeechRequest,
+  type SpeechResult,
   type RerankRequest,
   type RerankResult,
   type FinishReason,
@@ -74,6 +78,32 @@ export function createOpenAiCompatibleAdapter(provider: string, settings: KeyPro
       const embeddings = [...result.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
       const inputTokens = result.usage?.prompt_tokens ?? result.usage?.total_tokens ?? estimateTokens(request.input.join(''));
       return { embeddings, usage: { inputTokens } };
+    },
+
+    async generateImages(request: ImageRequest): Promise<ImageResult> {
+      const body = { model: request.upstreamModel, prompt: request.prompt, n: request.n, ...(request.size && { size: request.size }), response_format: 'b64_json' };
+      // gpt-image-1 always answers in base64 and refuses response_format.
+      if (request.upstreamModel === 'gpt-image-1') delete (body as { response_format?: string }).response_format;
+      const response = await post('/images/generations', body, request.signal);
+      const result = await readJson<{ data: Array<{ b64_json?: string; revised_prompt?: string }> }>(provider, response, request.signal);
+      return {
+        images: result.data.map((image) => {
+          if (!image.b64_json) throw new UpstreamError(provider, response.status, 'image without b64_json', true);
+          return { b64Json: image.b64_json, ...(image.revised_prompt && { revisedPrompt: image.revised_prompt }) };
+        }),
+      };
+    },
+
+    async speak(request: SpeechRequest): Promise<SpeechResult> {
+      const body = { model: request.upstreamModel, input: request.input, voice: request.voice, response_format: request.format };
+      const response = await post('/audio/speech', body, request.signal);
+      let audio: Buffer;
+      try {
+        audio = Buffer.from(await response.arrayBuffer());
+      } catch (error) {
+        throw networkFailure(provider, error, request.signal);
+      }
+      return { audio, contentType: response.headers.get('content-type') ?? 'application/octet-stream' };
     },
 
     /** Voyage's rerank (the one compatible provider that offers it). */

@@ -118,6 +118,33 @@ export interface RerankResult {
   results: Array<{ index: number; relevanceScore: number }>;
 }
 
+export interface ImageRequest {
+  model: CatalogModel;
+  upstreamModel: string;
+  prompt: string;
+  n: number;
+  size?: string;
+  signal: AbortSignal;
+}
+
+export interface ImageResult {
+  images: Array<{ b64Json: string; revisedPrompt?: string }>;
+}
+
+export interface SpeechRequest {
+  model: CatalogModel;
+  upstreamModel: string;
+  input: string;
+  voice: string;
+  format: string;
+  signal: AbortSignal;
+}
+
+export interface SpeechResult {
+  audio: Buffer;
+  contentType: string;
+}
+
 export interface ProviderAdapter {
   readonly provider: string;
   chat?(request: ChatRequest): Promise<ChatResult>;
@@ -125,6 +152,8 @@ export interface ProviderAdapter {
   embeddings?(request: EmbeddingsRequest): Promise<EmbeddingsResult>;
   moderate?(request: ModerationRequest): Promise<ModerationResult>;
   rerank?(request: RerankRequest): Promise<RerankResult>;
+  generateImages?(request: ImageRequest): Promise<ImageResult>;
+  speak?(request: SpeechRequest): Promise<SpeechResult>;
 }
 
 /**

@@ -1,0 +1,49 @@
+import { Router } from 'express';
+import { runMeteredCall } from '../../shared/billing/metered-call.js';
+import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
+import { planImages, planSpeech } from '../../shared/inference/media.js';
+import type { Platform } from '../../shared/platform/platform.js';
+import { meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+
+const CALL_DEADLINE_MS = 120_000;
+
+/** Images and text-to-speech: metered per image and per character; not reachable with client tokens. */
+export function mediaRoutes(platform: Platform): Router {
+  const router = Router();
+  const governed = meteredCall(platform, { developer: 'api:chat', clientToken: null });
+  const abortOnClose = (res: import('express').Response) => {
+    const controller = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    return controller.signal;
+  };
+
+  router.post('/v1/images/generations', governed, async (req, res) => {
+    const plan = await planImages(req.body, platform.providers);
+    const signal = abortOnClose(res);
+    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
+      const result = await withRetries(() => plan.adapter.generateImages!({ model: plan.model, upstreamModel: plan.model.model, prompt: plan.prompt, n: plan.n, ...(plan.size && { size: plan.size }), signal }), Date.now() + CALL_DEADLINE_MS, signal);
+      return { result, model: plan.model.id, costMicros: result.images.length * plan.model.inputMicrosPer1M, tokensIn: 0, tokensOut: 0 };
+    }).catch((error: unknown) => {
+      throw translateUpstream(error);
+    });
+    setWalletHeaders(res, settled);
+    res.json({ created: Math.floor(Date.now() / 1000), data: settled.result.images.map((image) => ({ b64_json: image.b64Json, ...(image.revisedPrompt && { revised_prompt: image.revisedPrompt }) })) });
+  });
+
+  router.post('/v1/audio/speech', governed, async (req, res) => {
+    const plan = await planSpeech(req.body, platform.providers);
+    const signal = abortOnClose(res);
+    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
+      const result = await withRetries(() => plan.adapter.speak!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, voice: plan.voice, format: plan.format, signal }), Date.now() + CALL_DEADLINE_MS, signal);
+      return { result, model: plan.model.id, costMicros: plan.costMicros, tokensIn: 0, tokensOut: 0 };
+    }).catch((error: unknown) => {
+      throw translateUpstream(error);
+    });
+    setWalletHeaders(res, settled);
+    res.setHeader('content-type', settled.result.contentType);
+    res.send(settled.result.audio);
+  });
+  return router;
+}

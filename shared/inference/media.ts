@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { serviceError } from '../errors.js';
+import type { CatalogModel, ModelKind } from '../models/catalog.js';
+import { parseModelRef, resolveModelRef, type ResolutionContext } from '../models/refs.js';
+import type { ProviderRegistry } from '../providers/registry.js';
+import type { ProviderAdapter } from '../providers/types.js';
+
+/**
+ * Media calls (images, speech), up to the provider call. Media models are svc: references too;
+ * a reference to another kind of model is refused before anything is called or billed.
+ */
+const NO_DEFINITIONS: ResolutionContext = { slot: async () => undefined, dynamic: async () => undefined };
+
+async function mediaModel(ref: unknown, kind: ModelKind, providers: ProviderRegistry, capability: 'generateImages' | 'speak'): Promise<{ model: CatalogModel; adapter: ProviderAdapter }> {
+  if (typeof ref !== 'string' || ref === '') throw serviceError('missing_model', { param: 'model' });
+  const { model } = await resolveModelRef(parseModelRef(ref), NO_DEFINITIONS);
+  if (model.kind !== kind) throw serviceError('invalid_request', { param: 'model', message: `${model.id} is not a ${kind.replace(/_/g, '-')} model.` });
+  const adapter = providers.adapter(model.provider);
+  if (!adapter?.[capability]) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${model.provider} (needed by ${model.model}).` });
+  return { model, adapter };
+}
+
+function parse<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
+  const parsed = schema.safeParse(raw ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
+  }
+  return parsed.data;
+}
+
+const imageBody = z.object({
+  model: z.unknown().optional(),
+  prompt: z.string().min(1).max(32_000),
+  n: z.number().int().min(1).max(4).default(1),
+  size: z.string().max(32).optional(),
+  response_format: z.literal('b64_json', { error: 'only b64_json is offered' }).optional(),
+  user: z.string().optional(),
+});
+
+export async function planImages(raw: unknown, providers: ProviderRegistry) {
+  const body = parse(imageBody, raw);
+  const { model, adapter } = await mediaModel(body.model, 'image', providers, 'generateImages');
+  return { model, adapter, prompt: body.prompt, n: body.n, size: body.size, costMicros: body.n * model.inputMicrosPer1M };
+}
+
+export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
+
+const speechBody = z.object({
+  model: z.unknown().optional(),
+  input: z.string().min(1).max(4_096),
+  voice: z.string().min(1).max(64),
+  response_format: z.enum(SPEECH_FORMATS).default('mp3'),
+  speed: z.number().min(0.25).max(4).optional(),
+});
+
+export async function planSpeech(raw: unknown, providers: ProviderRegistry) {
+  const body = parse(speechBody, raw);
+  const { model, adapter } = await mediaModel(body.model, 'text_to_speech', providers, 'speak');
+  // Priced per million characters spoken.
+  return { model, adapter, input: body.input, voice: body.voice, format: body.response_format, costMicros: Math.ceil((body.input.length * model.inputMicrosPer1M) / 1_000_000) };
+}
