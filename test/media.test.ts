@@ -72,3 +72,49 @@ describe('media references sent to chat', () => {
     expect(response.body.error.code).toBe('invalid_model_for_chat');
   });
 });
+
+describe('POST /v1/audio/transcriptions', () => {
+  // The emulator reads audio as 16 kHz 16-bit mono: 32,000 bytes a second.
+  const audio = (seconds: number) => Buffer.alloc(seconds * 32_000, 7);
+  const form = (fields: Record<string, string>, file?: Buffer, filename = 'clip.wav') => {
+    const data = new FormData();
+    for (const [name, value] of Object.entries(fields)) data.set(name, value);
+    if (file) data.set('file', new Blob([file], { type: 'audio/wav' }), filename);
+    return fetch(`${emulated.gateway.baseUrl}/v1/audio/transcriptions`, { method: 'POST', headers: bearer(developer.key), body: data });
+  };
+
+  it('transcribes through the openai SDK, billed by the real duration', async () => {
+    const { toFile } = await import('openai');
+    const before = await walletMicros();
+    const result = await client.audio.transcriptions.create({ model: 'svc:openai/whisper-1', file: await toFile(audio(90), 'clip.wav') });
+    expect(result.text).toMatch(/\w+/);
+    // 90 seconds at 0.006 USD a minute.
+    expect(before - (await walletMicros())).toBe(Math.ceil((90 * 6_000) / 60));
+  });
+
+  it('renders every response format from the detailed transcript', async () => {
+    const verbose = (await (await form({ model: 'svc:groq/whisper-large-v3', response_format: 'verbose_json' }, audio(3))).json()) as { text: string };
+    expect(verbose).toMatchObject({ task: 'transcribe', duration: 3, text: expect.any(String) });
+    const srt = await (await form({ model: 'svc:groq/whisper-large-v3', response_format: 'srt' }, audio(3))).text();
+    expect(srt).toBe(`1\n00:00:00,000 --> 00:00:03,000\n${verbose.text}\n`);
+    const vtt = await form({ model: 'svc:groq/whisper-large-v3', response_format: 'vtt' }, audio(3));
+    expect(vtt.headers.get('content-type')).toContain('text/vtt');
+    expect(await vtt.text()).toBe(`WEBVTT\n\n00:00:00.000 --> 00:00:03.000\n${verbose.text}\n`);
+    expect(await (await form({ model: 'svc:groq/whisper-large-v3', response_format: 'text' }, audio(3))).text()).toBe(verbose.text);
+  });
+
+  it('refuses what is malformed before calling anyone', async () => {
+    const before = await walletMicros();
+    const json = await call(emulated.gateway.baseUrl, '/v1/audio/transcriptions', { method: 'POST', json: { model: 'svc:openai/whisper-1' }, headers: bearer(developer.key) });
+    expect({ status: json.status, code: json.body.error.code }).toEqual({ status: 400, code: 'invalid_multipart' });
+    const noFile = await form({ model: 'svc:openai/whisper-1' });
+    expect(((await noFile.json()) as any).error.code).toBe('missing_file');
+    const noModel = await form({}, audio(1));
+    expect(((await noModel.json()) as any).error.code).toBe('missing_model');
+    const wrongKind = await form({ model: 'svc:openai/tts-1' }, audio(1));
+    expect(((await wrongKind.json()) as any).error.param).toBe('model');
+    const tooBig = await form({ model: 'svc:openai/whisper-1' }, Buffer.alloc(25 * 1024 * 1024 + 1));
+    expect({ status: tooBig.status, code: ((await tooBig.json()) as any).error.code }).toEqual({ status: 413, code: 'request_too_large' });
+    expect(await walletMicros()).toBe(before);
+  });
+});

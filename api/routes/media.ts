@@ -2,12 +2,14 @@ import { Router } from 'express';
 import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planImages, planSpeech } from '../../shared/inference/media.js';
+import { MAX_AUDIO_BYTES, planTranscription, renderTranscript, transcriptionCost } from '../../shared/inference/transcriptions.js';
+import { readMultipart } from '../multipart.js';
 import type { Platform } from '../../shared/platform/platform.js';
 import { meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 120_000;
 
-/** Images and text-to-speech: metered per image and per character; not reachable with client tokens. */
+/** Images, text-to-speech and transcription: metered per image, per character and per second; not for client tokens. */
 export function mediaRoutes(platform: Platform): Router {
   const router = Router();
   const governed = meteredCall(platform, { developer: 'api:chat', clientToken: null });
@@ -44,6 +46,36 @@ export function mediaRoutes(platform: Platform): Router {
     setWalletHeaders(res, settled);
     res.setHeader('content-type', settled.result.contentType);
     res.send(settled.result.audio);
+  });
+  router.post('/v1/audio/transcriptions', governed, async (req, res) => {
+    const body = await readMultipart(req, MAX_AUDIO_BYTES);
+    const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
+    const file = body.file!;
+    const signal = abortOnClose(res);
+    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.maxCostMicros, async () => {
+      const result = await withRetries(
+        () =>
+          plan.adapter.transcribe!({
+            model: plan.model,
+            upstreamModel: plan.model.model,
+            audio: file.buffer,
+            filename: file.filename,
+            mimeType: file.mimeType,
+            ...(plan.language && { language: plan.language }),
+            ...(plan.prompt && { prompt: plan.prompt }),
+            signal,
+          }),
+        Date.now() + CALL_DEADLINE_MS,
+        signal,
+      );
+      return { result, model: plan.model.id, costMicros: transcriptionCost(plan.model, result.durationSeconds), tokensIn: 0, tokensOut: 0 };
+    }).catch((error: unknown) => {
+      throw translateUpstream(error);
+    });
+    setWalletHeaders(res, settled);
+    const rendered = renderTranscript(settled.result, plan.format);
+    res.setHeader('content-type', rendered.contentType);
+    res.send(typeof rendered.body === 'string' ? rendered.body : JSON.stringify(rendered.body));
   });
   return router;
 }

@@ -22,7 +22,7 @@ export const COMPATIBLE_SURFACES: readonly CompatibleSurface[] = [
   { surface: 'vector_stores', compatible_with: 'openai.vector_stores', paths: ['/v1/vector_stores'], status: 'planned' },
   { surface: 'assistants', compatible_with: 'openai.beta.assistants', paths: ['/v1/assistants', '/v1/threads'], status: 'planned' },
   { surface: 'images', compatible_with: 'openai.images.generations', paths: ['POST /v1/images/generations'], status: 'available' },
-  { surface: 'audio.transcriptions', compatible_with: 'openai.audio.transcriptions', paths: ['POST /v1/audio/transcriptions'], status: 'planned' },
+  { surface: 'audio.transcriptions', compatible_with: 'openai.audio.transcriptions', paths: ['POST /v1/audio/transcriptions'], status: 'available' },
   { surface: 'audio.speech', compatible_with: 'openai.audio.speech', paths: ['POST /v1/audio/speech'], status: 'available' },
   { surface: 'errors', compatible_with: 'openai.errors', paths: ['*'], status: 'available', notes: 'every non-2xx body is {error:{type,code,message,param?,retry_after_seconds?}}' },
   { surface: 'request_id', compatible_with: 'openai.x-request-id', paths: ['*'], status: 'available', notes: 'X-Request-Id on every response; a caller-supplied value is echoed' },

@@ -13,6 +13,8 @@ import {
   type ImageResult,
   type SpeechRequest,
   type SpeechResult,
+  type TranscriptionRequest,
+  type TranscriptionResult,
   type RerankRequest,
   type RerankResult,
   type FinishReason,
@@ -104,6 +106,24 @@ export function createOpenAiCompatibleAdapter(provider: string, settings: KeyPro
         throw networkFailure(provider, error, request.signal);
       }
       return { audio, contentType: response.headers.get('content-type') ?? 'application/octet-stream' };
+    },
+
+    async transcribe(request: TranscriptionRequest): Promise<TranscriptionResult> {
+      const form = new FormData();
+      form.set('file', new Blob([request.audio], { type: request.mimeType }), request.filename);
+      form.set('model', request.upstreamModel);
+      form.set('response_format', 'verbose_json');
+      if (request.language) form.set('language', request.language);
+      if (request.prompt) form.set('prompt', request.prompt);
+      const response = await upstreamFetch(provider, `${settings.baseUrl}/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${settings.apiKey}` }, body: form, signal: request.signal });
+      const result = await readJson<{ text: string; duration?: number; language?: string; segments?: Array<{ start: number; end: number; text: string }> }>(provider, response, request.signal);
+      if (typeof result.duration !== 'number') throw new UpstreamError(provider, response.status, 'transcription without a duration', true);
+      return {
+        text: result.text,
+        durationSeconds: result.duration,
+        ...(result.language && { language: result.language }),
+        segments: (result.segments ?? []).map(({ start, end, text }) => ({ start, end, text })),
+      };
     },
 
     /** Voyage's rerank (the one compatible provider that offers it). */

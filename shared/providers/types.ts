@@ -145,6 +145,25 @@ export interface SpeechResult {
   contentType: string;
 }
 
+export interface TranscriptionRequest {
+  model: CatalogModel;
+  upstreamModel: string;
+  audio: Buffer;
+  filename: string;
+  mimeType: string;
+  language?: string;
+  prompt?: string;
+  signal: AbortSignal;
+}
+
+/** Always the detailed form, so the call can be metered by the audio's real duration. */
+export interface TranscriptionResult {
+  text: string;
+  durationSeconds: number;
+  language?: string;
+  segments: Array<{ start: number; end: number; text: string }>;
+}
+
 export interface ProviderAdapter {
   readonly provider: string;
   chat?(request: ChatRequest): Promise<ChatResult>;
@@ -154,6 +173,7 @@ export interface ProviderAdapter {
   rerank?(request: RerankRequest): Promise<RerankResult>;
   generateImages?(request: ImageRequest): Promise<ImageResult>;
   speak?(request: SpeechRequest): Promise<SpeechResult>;
+  transcribe?(request: TranscriptionRequest): Promise<TranscriptionResult>;
 }
 
 /**
