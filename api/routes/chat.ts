@@ -1,14 +1,14 @@
 import { Router, type Request, type Response } from 'express';
-import { authorize, billableAmount, release, settle } from '../../shared/billing/meter.js';
 import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import { recordEvent } from '../../shared/events/outbox.js';
 import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
+import { MeteredChatStream, recordChatFinished } from '../../shared/inference/chat-stream.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
 import type { ResolutionContext } from '../../shared/models/refs.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { UpstreamError, type ChatStreamEvent, type Usage } from '../../shared/providers/types.js';
+import { UpstreamError } from '../../shared/providers/types.js';
 import { meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
 
 /** How long one model of a call may take, retries included. */
@@ -92,7 +92,7 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
       setModelHeaders(res, targets, target, tried);
       setWalletHeaders(res, settled);
       const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
-      await recordChatFinished(platform, call, String(req.id), body.id, model.id, settled.result.usage, tried);
+      await recordChatFinished(platform, { ...call, requestId: String(req.id) }, body.id, model.id, settled.result.usage, tried);
       res.json(body);
       const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
       return { status: 200, headers, body };
@@ -111,104 +111,61 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
 }
 
 /**
- * Streaming: reserved before the call, the response opened on the first upstream event (so a
- * failure before it is still a plain error response), and settled for what was generated, also
- * when the client disconnects or the upstream breaks mid-way (which ends with an error event).
+ * Streaming: the response opens on the first upstream event (so a failure before it is still a
+ * plain error response); a stream that breaks mid-way ends with an error event, never a silent
+ * truncation. The money side (reserve, settle for what was generated) is MeteredChatStream's.
  */
 async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, target: ChatTarget): Promise<void> {
   const model = target.resolution.model;
   const abort = abortOnDisconnect(req, res);
-  const hold = await authorize(platform.db, { developerId: call.developerId, payerAccountId: call.payerAccountId, customer: call.customer, maxCostMicros: maxCostOf(target, input), requestId: String(req.id) });
-  let generated = '';
-  let usage: Usage | undefined;
-  const id = newCompletionId();
-  const created = Math.floor(Date.now() / 1000);
-  const chunk = (delta: Record<string, unknown>, finishReason: string | null) =>
-    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: model.id, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...(input.includeUsage && { usage: null }) })}\n\n`;
-
-  let events: AsyncIterable<ChatStreamEvent>;
+  let stream: MeteredChatStream;
   try {
-    events = await withRetries(() => firstEvent(target.adapter.chatStream!(chatRequestFor(target, input, abort.signal))), Date.now() + CALL_DEADLINE_MS, abort.signal);
+    stream = await MeteredChatStream.open(platform, { ...call, requestId: String(req.id) }, target, input, abort.signal, Date.now() + CALL_DEADLINE_MS);
   } catch (error) {
-    await release(platform.db, hold);
     throw error instanceof ServiceError ? error : translateUpstream(error);
   }
+  const id = newCompletionId();
+  const created = Math.floor(Date.now() / 1000);
+  const chunk = (fields: Record<string, unknown>) => `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: model.id, ...fields })}\n\n`;
+  const delta = (content: Record<string, unknown>, finishReason: string | null) =>
+    chunk({ choices: [{ index: 0, delta: content, logprobs: null, finish_reason: finishReason }], ...(input.includeUsage && { usage: null }) });
+
   setModelHeaders(res, [target], target, [model.id]);
   res.status(200).setHeader('content-type', 'text/event-stream');
   res.setHeader('cache-control', 'no-cache');
   res.flushHeaders();
-  res.write(chunk({ role: 'assistant', content: '' }, null));
+  res.write(delta({ role: 'assistant', content: '' }, null));
 
   let failure: unknown;
   try {
-    for await (const event of events) {
+    for await (const event of stream.events()) {
       if (event.type === 'delta') {
-        if (event.content) generated += event.content;
         const toolCalls = event.toolCalls?.map((part) => ({
           index: part.index,
           ...(part.id && { id: part.id, type: 'function' }),
           function: { ...(part.name && { name: part.name }), ...(part.arguments !== undefined && { arguments: part.arguments }) },
         }));
-        res.write(chunk({ ...(event.content && { content: event.content }), ...(toolCalls && { tool_calls: toolCalls }) }, null));
-      } else if (event.type === 'finish') res.write(chunk({}, event.finishReason));
-      else usage = event.usage;
+        res.write(delta({ ...(event.content && { content: event.content }), ...(toolCalls && { tool_calls: toolCalls }) }, null));
+      } else if (event.type === 'finish') res.write(delta({}, event.finishReason));
     }
   } catch (error) {
     failure = error;
   }
 
-  // Settled before the stream ends, for what was generated: the provider's count, or an estimate
-  // when the stream was cut (by the upstream or by the client going away).
-  const charged = usage ?? { inputTokens: estimatePromptTokens(input.messages), outputTokens: Math.ceil(generated.length / 4) };
-  const cost = costMicros(model, charged);
-  await settle(platform.db, platform.config, hold, {
-    costMicros: cost,
-    billableMicros: billableAmount(cost, call.customer, call.billableOverrideMicros),
-    model: model.id,
-    tokensIn: charged.inputTokens,
-    tokensOut: charged.outputTokens,
-    requestId: String(req.id),
-  });
-  await platform.limiter.recordUsage(call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
-  if (failure === undefined) await recordChatFinished(platform, call, String(req.id), id, model.id, charged, [model.id]);
-
+  // Settled before the stream ends, so a caller that sees the end also sees the charge.
+  const usage = await stream.finish(failure === undefined, id);
   if (res.writableEnded || abort.signal.aborted) return;
   if (failure !== undefined) {
-    // The stream broke mid-way: say so in the stream rather than ending as if it were complete.
     req.log?.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
     const translated = translateUpstream(failure);
     res.write(`data: ${JSON.stringify(toEnvelope(translated instanceof ServiceError ? translated : serviceError('upstream_unavailable')))}\n\n`);
   } else {
-    if (input.includeUsage && usage) {
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: model.id, choices: [], usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens } })}\n\n`);
+    if (input.includeUsage) {
+      res.write(chunk({ choices: [], usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens } }));
     }
     res.write('data: [DONE]\n\n');
   }
   res.end();
-}
-
-/** chat.completion.finished, through the outbox like every event. */
-function recordChatFinished(platform: Platform, call: MeteredCallContext, requestId: string, completionId: string, model: string, usage: Usage, tried: string[]) {
-  return recordEvent(platform.db, call.developerId, 'chat.completion.finished', {
-    request_id: requestId,
-    completion_id: completionId,
-    model,
-    customer_id: call.customer?.id ?? null,
-    usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens },
-    ...(tried.length > 1 && { models_tried: tried }),
-  });
-}
-
-/** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */
-async function firstEvent(stream: AsyncIterable<ChatStreamEvent>): Promise<AsyncIterable<ChatStreamEvent>> {
-  const iterator = stream[Symbol.asyncIterator]();
-  const first = await iterator.next();
-  return {
-    async *[Symbol.asyncIterator]() {
-      if (!first.done) yield first.value;
-      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
-    },
-  };
 }
 
 /** Aborts the upstream call when the client goes away before the response is complete. */

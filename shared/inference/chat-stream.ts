@@ -1,0 +1,96 @@
+import { authorize, billableAmount, release, settle, type Hold } from '../billing/meter.js';
+import type { MeteredCall } from '../billing/metered-call.js';
+import { recordEvent } from '../events/outbox.js';
+import type { Platform } from '../platform/platform.js';
+import type { ChatStreamEvent, Usage } from '../providers/types.js';
+import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
+import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
+
+/**
+ * The money side of a streamed completion. `open` reserves the call's maximum cost and starts the
+ * upstream stream (retried until its first event arrives; a stream that never opens gives its
+ * reservation back). `finish` settles for what was generated: the provider's count, or an
+ * estimate when the stream was cut by the upstream or by the client going away.
+ */
+export class MeteredChatStream {
+  private generated = '';
+  private usage: Usage | undefined;
+
+  private constructor(
+    private readonly platform: Platform,
+    private readonly call: MeteredCall,
+    private readonly target: ChatTarget,
+    private readonly input: ChatInput,
+    private readonly hold: Hold,
+    private readonly upstream: AsyncIterable<ChatStreamEvent>,
+  ) {}
+
+  static async open(platform: Platform, call: MeteredCall, target: ChatTarget, input: ChatInput, signal: AbortSignal, deadline: number): Promise<MeteredChatStream> {
+    const model = target.resolution.model;
+    const hold = await authorize(platform.db, {
+      developerId: call.developerId,
+      payerAccountId: call.payerAccountId,
+      customer: call.customer,
+      maxCostMicros: maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096),
+      requestId: call.requestId,
+    });
+    try {
+      const upstream = await withRetries(() => firstEvent(target.adapter.chatStream!(chatRequestFor(target, input, signal))), deadline, signal);
+      return new MeteredChatStream(platform, call, target, input, hold, upstream);
+    } catch (error) {
+      await release(platform.db, hold);
+      throw error;
+    }
+  }
+
+  /** The upstream events, counted as they pass. */
+  async *events(): AsyncGenerator<ChatStreamEvent> {
+    for await (const event of this.upstream) {
+      if (event.type === 'delta' && event.content) this.generated += event.content;
+      if (event.type === 'usage') this.usage = event.usage;
+      yield event;
+    }
+  }
+
+  /** Settles the call; `completed` says whether the stream reached its end (for the event). */
+  async finish(completed: boolean, completionId: string): Promise<Usage> {
+    const model = this.target.resolution.model;
+    const charged = this.usage ?? { inputTokens: estimatePromptTokens(this.input.messages), outputTokens: Math.ceil(this.generated.length / 4) };
+    const cost = costMicros(model, charged);
+    await settle(this.platform.db, this.platform.config, this.hold, {
+      costMicros: cost,
+      billableMicros: billableAmount(cost, this.call.customer, this.call.billableOverrideMicros),
+      model: model.id,
+      tokensIn: charged.inputTokens,
+      tokensOut: charged.outputTokens,
+      requestId: this.call.requestId,
+    });
+    await this.platform.limiter.recordUsage(this.call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
+    if (completed) await recordChatFinished(this.platform, this.call, completionId, model.id, charged, [model.id]);
+    return charged;
+  }
+}
+
+/** chat.completion.finished, through the outbox like every event. */
+export function recordChatFinished(platform: Pick<Platform, 'db'>, call: Pick<MeteredCall, 'developerId' | 'customer' | 'requestId'>, completionId: string, model: string, usage: Usage, tried: string[]) {
+  return recordEvent(platform.db, call.developerId, 'chat.completion.finished', {
+    request_id: call.requestId,
+    completion_id: completionId,
+    model,
+    customer_id: call.customer?.id ?? null,
+    usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens },
+    ...(tried.length > 1 && { models_tried: tried }),
+  });
+}
+
+/** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */
+async function firstEvent(stream: AsyncIterable<ChatStreamEvent>): Promise<AsyncIterable<ChatStreamEvent>> {
+  const iterator = stream[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  return {
+    async *[Symbol.asyncIterator]() {
+      if (!first.done) yield first.value;
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+    },
+  };
+}
