@@ -256,3 +256,34 @@ describe('events', () => {
     expect((await events('request.failed_after_retry')).at(-1)).toMatchObject({ request_id: failed.headers.get('x-request-id'), models_tried: ['svc:together/meta-llama/Llama-3.3-70B-Instruct-Turbo'] });
   });
 });
+
+describe('response_format json_schema', () => {
+  const schema = { type: 'object', properties: { city: { type: 'string' }, population: { type: 'number' } }, required: ['city', 'population'], additionalProperties: false };
+  const format = { type: 'json_schema', json_schema: { name: 'city', schema } };
+
+  it('returns output that matches the schema', async () => {
+    const response = await chat({ model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'A city, please' }], response_format: format });
+    expect(response.status).toBe(200);
+    const parsed = JSON.parse(response.body.choices[0].message.content);
+    expect(typeof parsed.city).toBe('string');
+    expect(typeof parsed.population).toBe('number');
+  });
+
+  it('re-prompts output that breaks the schema, then gives up with 422, billing the attempts made', async () => {
+    const countUsage = async () => {
+      const { rows } = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM usage_records WHERE developer_id = $1 AND model = 'svc:openai/gpt-4.1'`, [developer.accountId]);
+      return rows[0].n as number;
+    };
+    const before = await countUsage();
+    const response = await chat({ model: 'svc:openai/gpt-4.1', messages: [{ role: 'user', content: 'EMULATOR_BREAK_SCHEMA a city' }], response_format: format });
+    expect({ status: response.status, type: response.body.error.type, code: response.body.error.code }).toEqual({ status: 422, type: 'invalid_request_error', code: 'response_schema_validation_failed' });
+    expect((await countUsage()) - before).toBe(3);
+  });
+
+  it('400 for a schema that does not compile, before any call is billed', async () => {
+    const before = await walletMicros();
+    const response = await chat({ model: 'svc:openai/gpt-4o-mini', messages: hello, response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'no-such-type' } } } });
+    expect({ status: response.status, code: response.body.error.code, param: response.body.error.param }).toEqual({ status: 400, code: 'invalid_request', param: 'response_format.json_schema.schema' });
+    expect(await walletMicros()).toBe(before);
+  });
+});

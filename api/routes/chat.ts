@@ -5,6 +5,7 @@ import { recordEvent } from '../../shared/events/outbox.js';
 import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
 import { MeteredChatStream, recordChatFinished } from '../../shared/inference/chat-stream.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
+import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from '../../shared/inference/json-schema.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
 import type { ResolutionContext } from '../../shared/models/refs.js';
 import type { Platform } from '../../shared/platform/platform.js';
@@ -85,10 +86,7 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
     tried.push(model.id);
     try {
       const deadline = Date.now() + CALL_DEADLINE_MS;
-      const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, maxCostOf(target, input), async () => {
-        const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, input, abort.signal)), deadline, abort.signal);
-        return { result, model: model.id, costMicros: costMicros(model, result.usage), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
-      });
+      const settled = await completeOnce(platform, req, call, input, target, abort.signal, deadline);
       setModelHeaders(res, targets, target, tried);
       setWalletHeaders(res, settled);
       const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
@@ -108,6 +106,28 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
     }
   }
   throw new Error('a chat plan has at least one target');
+}
+
+/**
+ * One model's completion, each attempt its own metered call. With a json_schema response format
+ * the output is validated and re-prompted with what was wrong, at most SCHEMA_REPROMPTS times;
+ * then 422 response_schema_validation_failed (the attempts made are billed: they were made).
+ */
+async function completeOnce(platform: Platform, req: Request, call: MeteredCallContext, input: ChatInput, target: ChatTarget, signal: AbortSignal, deadline: number) {
+  const model = target.resolution.model;
+  const format = input.options.responseFormat;
+  let attemptInput = input;
+  for (let attempt = 0; ; attempt++) {
+    const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, maxCostOf(target, attemptInput), async () => {
+      const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, attemptInput, signal)), deadline, signal);
+      return { result, model: model.id, costMicros: costMicros(model, result.usage), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
+    });
+    if (format?.type !== 'json_schema' || settled.result.toolCalls?.length) return settled;
+    const check = checkAgainstSchema(settled.result.content, format.json_schema.schema);
+    if (check.ok) return settled;
+    if (attempt >= SCHEMA_REPROMPTS) throw serviceError('response_schema_validation_failed', { message: `The output did not match the json_schema after ${attempt + 1} attempts: ${check.problems}.` });
+    attemptInput = { ...input, messages: reprompt(input.messages, settled.result.content, check.problems) };
+  }
 }
 
 /**

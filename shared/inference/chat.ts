@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { serviceError, ServiceError } from '../errors.js';
+import { compileSchema } from './json-schema.js';
 import { newId } from '../ids.js';
 import type { CatalogModel } from '../models/catalog.js';
 import { parseModelField, resolveModelRef, type Resolution, type ResolutionContext } from '../models/refs.js';
@@ -71,6 +72,7 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
   if (input.moderation && input.moderation !== 'none') {
     throw serviceError('invalid_request', { param: 'moderation', message: 'Inline moderation is not available on this gateway yet; send moderation: none or omit it.' });
   }
+  if (input.response_format?.type === 'json_schema') compileSchema(input.response_format.json_schema.schema);
   const stream = input.stream === true;
   if (plan.cascade && stream) {
     throw serviceError(input.response_format?.type === 'json_schema' ? 'streaming_with_schema_fallback_unsupported' : 'fallback_with_stream_unsupported', { param: 'model' });
