@@ -128,3 +128,12 @@ export function setWalletHeaders(res: Response, settled: { deductedMicros: numbe
   res.setHeader('X-Svc-Wallet-Deducted', String(microsToUsd(settled.deductedMicros)));
   if (settled.balanceAfterMicros !== null) res.setHeader('X-Svc-Wallet-Balance', String(microsToUsd(settled.balanceAfterMicros)));
 }
+
+/** A signal that aborts the upstream call when the client goes away before its response is complete. */
+export function abortWhenClientLeaves(res: Response): AbortSignal {
+  const controller = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}

@@ -10,7 +10,7 @@ import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/in
 import type { ResolutionContext } from '../../shared/models/refs.js';
 import type { Platform } from '../../shared/platform/platform.js';
 import { UpstreamError } from '../../shared/providers/types.js';
-import { meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
 
 /** How long one model of a call may take, retries included. */
 const CALL_DEADLINE_MS = 120_000;
@@ -79,14 +79,14 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
 
 /** Non-streaming: each cascade entry in turn, each reserved and settled on its own. Returns what it sent, for replay. */
 async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult> {
-  const abort = abortOnDisconnect(req, res);
+  const signal = abortWhenClientLeaves(res);
   const tried: string[] = [];
   for (const [position, target] of targets.entries()) {
     const model = target.resolution.model;
     tried.push(model.id);
     try {
       const deadline = Date.now() + CALL_DEADLINE_MS;
-      const settled = await completeOnce(platform, req, call, input, target, abort.signal, deadline);
+      const settled = await completeOnce(platform, req, call, input, target, signal, deadline);
       setModelHeaders(res, targets, target, tried);
       setWalletHeaders(res, settled);
       const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
@@ -137,10 +137,10 @@ async function completeOnce(platform: Platform, req: Request, call: MeteredCallC
  */
 async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, target: ChatTarget): Promise<void> {
   const model = target.resolution.model;
-  const abort = abortOnDisconnect(req, res);
+  const signal = abortWhenClientLeaves(res);
   let stream: MeteredChatStream;
   try {
-    stream = await MeteredChatStream.open(platform, { ...call, requestId: String(req.id) }, target, input, abort.signal, Date.now() + CALL_DEADLINE_MS);
+    stream = await MeteredChatStream.open(platform, { ...call, requestId: String(req.id) }, target, input, signal, Date.now() + CALL_DEADLINE_MS);
   } catch (error) {
     throw error instanceof ServiceError ? error : translateUpstream(error);
   }
@@ -174,7 +174,7 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
 
   // Settled before the stream ends, so a caller that sees the end also sees the charge.
   const usage = await stream.finish(failure === undefined, id);
-  if (res.writableEnded || abort.signal.aborted) return;
+  if (res.writableEnded || signal.aborted) return;
   if (failure !== undefined) {
     req.log?.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
     const translated = translateUpstream(failure);
@@ -188,11 +188,3 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
   res.end();
 }
 
-/** Aborts the upstream call when the client goes away before the response is complete. */
-function abortOnDisconnect(req: Request, res: Response): AbortController {
-  const controller = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller;
-}

@@ -4,7 +4,7 @@ import { encodeEmbedding, maxEmbeddingTokens, planEmbeddings } from '../../share
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { costMicros } from '../../shared/inference/pricing.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 60_000;
 
@@ -13,16 +13,13 @@ export function embeddingRoutes(platform: Platform): Router {
   router.post('/v1/embeddings', meteredCall(platform, { developer: 'api:chat', clientToken: 'embeddings' }), async (req, res) => {
     const plan = planEmbeddings(req.body, platform.providers);
     const call = meteredCallOf(req);
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    const signal = abortWhenClientLeaves(res);
     const maxCost = costMicros(plan.model, { inputTokens: maxEmbeddingTokens(plan.input), outputTokens: 0 });
     const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, maxCost, async () => {
       const result = await withRetries(
-        () => plan.adapter.embeddings!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, ...(plan.dimensions && { dimensions: plan.dimensions }), signal: abort.signal }),
+        () => plan.adapter.embeddings!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, ...(plan.dimensions && { dimensions: plan.dimensions }), signal: signal }),
         Date.now() + CALL_DEADLINE_MS,
-        abort.signal,
+        signal,
       );
       return { result, model: plan.model.id, costMicros: costMicros(plan.model, { inputTokens: result.usage.inputTokens, outputTokens: 0 }), tokensIn: result.usage.inputTokens, tokensOut: 0 };
     }).catch((error: unknown) => {

@@ -5,7 +5,7 @@ import { planImages, planSpeech } from '../../shared/inference/media.js';
 import { MAX_AUDIO_BYTES, planTranscription, renderTranscript, transcriptionCost } from '../../shared/inference/transcriptions.js';
 import { readMultipart } from '../multipart.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 120_000;
 
@@ -13,17 +13,10 @@ const CALL_DEADLINE_MS = 120_000;
 export function mediaRoutes(platform: Platform): Router {
   const router = Router();
   const governed = meteredCall(platform, { developer: 'api:chat', clientToken: null });
-  const abortOnClose = (res: import('express').Response) => {
-    const controller = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) controller.abort();
-    });
-    return controller.signal;
-  };
 
   router.post('/v1/images/generations', governed, async (req, res) => {
     const plan = await planImages(req.body, platform.providers);
-    const signal = abortOnClose(res);
+    const signal = abortWhenClientLeaves(res);
     const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
       const result = await withRetries(() => plan.adapter.generateImages!({ model: plan.model, upstreamModel: plan.model.model, prompt: plan.prompt, n: plan.n, ...(plan.size && { size: plan.size }), signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: result.images.length * plan.model.inputMicrosPer1M, tokensIn: 0, tokensOut: 0 };
@@ -36,7 +29,7 @@ export function mediaRoutes(platform: Platform): Router {
 
   router.post('/v1/audio/speech', governed, async (req, res) => {
     const plan = await planSpeech(req.body, platform.providers);
-    const signal = abortOnClose(res);
+    const signal = abortWhenClientLeaves(res);
     const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
       const result = await withRetries(() => plan.adapter.speak!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, voice: plan.voice, format: plan.format, signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: plan.costMicros, tokensIn: 0, tokensOut: 0 };
@@ -51,7 +44,7 @@ export function mediaRoutes(platform: Platform): Router {
     const body = await readMultipart(req, MAX_AUDIO_BYTES);
     const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
     const file = body.file!;
-    const signal = abortOnClose(res);
+    const signal = abortWhenClientLeaves(res);
     const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.maxCostMicros, async () => {
       const result = await withRetries(
         () =>

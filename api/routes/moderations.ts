@@ -4,7 +4,7 @@ import { newId } from '../../shared/ids.js';
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planModeration } from '../../shared/inference/moderations.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { meteredCall, meteredCallOf } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 30_000;
 
@@ -12,13 +12,10 @@ export function moderationRoutes(platform: Platform): Router {
   const router = Router();
   router.post('/v1/moderations', meteredCall(platform, { developer: 'api:chat', clientToken: 'moderations' }), async (req, res) => {
     const plan = planModeration(req.body, platform.providers);
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    const signal = abortWhenClientLeaves(res);
     // Metered at zero: nothing is reserved or charged, but the call is recorded like any other.
     const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, 0, async () => {
-      const result = await withRetries(() => plan.adapter.moderate!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, signal: abort.signal }), Date.now() + CALL_DEADLINE_MS, abort.signal);
+      const result = await withRetries(() => plan.adapter.moderate!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, signal: signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: 0, tokensIn: 0, tokensOut: 0 };
     }).catch((error: unknown) => {
       throw translateUpstream(error);

@@ -4,7 +4,7 @@ import { newId } from '../../shared/ids.js';
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planRerank } from '../../shared/inference/rerank.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 60_000;
 
@@ -13,16 +13,13 @@ export function rerankRoutes(platform: Platform): Router {
   const router = Router();
   router.post('/v1/rerank', meteredCall(platform, { developer: 'any', clientToken: null }), async (req, res) => {
     const plan = planRerank(req.body, platform.providers);
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    const signal = abortWhenClientLeaves(res);
     const searchUnitMicros = plan.model.inputMicrosPer1M;
     const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, searchUnitMicros, async () => {
       const result = await withRetries(
-        () => plan.adapter.rerank!({ model: plan.model, upstreamModel: plan.model.model, query: plan.query, documents: plan.documents, topN: plan.topN, signal: abort.signal }),
+        () => plan.adapter.rerank!({ model: plan.model, upstreamModel: plan.model.model, query: plan.query, documents: plan.documents, topN: plan.topN, signal: signal }),
         Date.now() + CALL_DEADLINE_MS,
-        abort.signal,
+        signal,
       );
       return { result, model: plan.model.id, costMicros: searchUnitMicros, tokensIn: 0, tokensOut: 0 };
     }).catch((error: unknown) => {
