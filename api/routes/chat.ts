@@ -1,19 +1,13 @@
 import { Router, type Request, type Response } from 'express';
-import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
-import { recordEvent } from '../../shared/events/outbox.js';
-import { chatRequestFor, completionObject, newCompletionId, parseChatInput, planChat, translateUpstream, withRetries, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
-import { MeteredChatStream, recordChatFinished } from '../../shared/inference/chat-stream.js';
+import { newCompletionId, parseChatInput, planChat, translateUpstream, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
+import { MeteredChatStream } from '../../shared/inference/chat-stream.js';
+import { CALL_DEADLINE_MS, completeChat } from '../../shared/inference/complete-chat.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
-import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from '../../shared/inference/json-schema.js';
-import { costMicros, estimatePromptTokens, maxCostMicros } from '../../shared/inference/pricing.js';
 import type { ResolutionContext } from '../../shared/models/refs.js';
 import type { Platform } from '../../shared/platform/platform.js';
 import { UpstreamError } from '../../shared/providers/types.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
-
-/** How long one model of a call may take, retries included. */
-const CALL_DEADLINE_MS = 120_000;
 
 /** Slots and dynamic profiles have no storage yet: every such reference is unknown. */
 const NO_DEFINITIONS: ResolutionContext = { slot: async () => undefined, dynamic: async () => undefined };
@@ -57,11 +51,6 @@ export function chatRoutes(platform: Platform): Router {
 /** Headers a replay repeats: what describes the original answer, not this request. */
 const REPLAYED_HEADERS = ['x-svc-model-resolved', 'x-svc-model-newer-available', 'x-svc-model-used', 'x-svc-models-tried', 'x-svc-fallback-triggered', 'x-svc-dynamic-profile', 'x-svc-dynamic-reason', 'x-svc-wallet-deducted', 'x-svc-wallet-balance'];
 
-function maxCostOf(target: ChatTarget, input: ChatInput): number {
-  const model = target.resolution.model;
-  return maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096);
-}
-
 function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget, tried: string[]): void {
   const { resolution } = used;
   if (resolution.requested !== resolution.model.id) res.setHeader('X-Svc-Model-Resolved', resolution.model.id);
@@ -77,57 +66,14 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
   }
 }
 
-/** Non-streaming: each cascade entry in turn, each reserved and settled on its own. Returns what it sent, for replay. */
+/** Non-streaming: the completion is the domain's; the route adds the headers. Returns what it sent, for replay. */
 async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult> {
-  const signal = abortWhenClientLeaves(res);
-  const tried: string[] = [];
-  for (const [position, target] of targets.entries()) {
-    const model = target.resolution.model;
-    tried.push(model.id);
-    try {
-      const deadline = Date.now() + CALL_DEADLINE_MS;
-      const settled = await completeOnce(platform, req, call, input, target, signal, deadline);
-      setModelHeaders(res, targets, target, tried);
-      setWalletHeaders(res, settled);
-      const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
-      await recordChatFinished(platform, { ...call, requestId: String(req.id) }, body.id, model.id, settled.result.usage, tried);
-      res.json(body);
-      const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
-      return { status: 200, headers, body };
-    } catch (error) {
-      // The next, dearer entry of a cascade gets its turn when this provider failed; a refusal of the request itself does not cascade.
-      const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
-      if (cascades && position < targets.length - 1) continue;
-      if (error instanceof UpstreamError) {
-        req.log?.warn({ err: error, model: model.id, tried }, 'upstream failed');
-        if (error.retryable) await recordEvent(platform.db, call.developerId, 'request.failed_after_retry', { request_id: String(req.id), models_tried: tried, customer_id: call.customer?.id ?? null, error: error.message });
-      }
-      throw translateUpstream(error);
-    }
-  }
-  throw new Error('a chat plan has at least one target');
-}
-
-/**
- * One model's completion, each attempt its own metered call. With a json_schema response format
- * the output is validated and re-prompted with what was wrong, at most SCHEMA_REPROMPTS times;
- * then 422 response_schema_validation_failed (the attempts made are billed: they were made).
- */
-async function completeOnce(platform: Platform, req: Request, call: MeteredCallContext, input: ChatInput, target: ChatTarget, signal: AbortSignal, deadline: number) {
-  const model = target.resolution.model;
-  const format = input.options.responseFormat;
-  let attemptInput = input;
-  for (let attempt = 0; ; attempt++) {
-    const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, maxCostOf(target, attemptInput), async () => {
-      const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, attemptInput, signal)), deadline, signal);
-      return { result, model: model.id, costMicros: costMicros(model, result.usage), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
-    });
-    if (format?.type !== 'json_schema' || settled.result.toolCalls?.length) return settled;
-    const check = checkAgainstSchema(settled.result.content, format.json_schema.schema);
-    if (check.ok) return settled;
-    if (attempt >= SCHEMA_REPROMPTS) throw serviceError('response_schema_validation_failed', { message: `The output did not match the json_schema after ${attempt + 1} attempts: ${check.problems}.` });
-    attemptInput = { ...input, messages: reprompt(input.messages, settled.result.content, check.problems) };
-  }
+  const completed = await completeChat(platform, { ...call, requestId: String(req.id) }, input, targets, { signal: abortWhenClientLeaves(res), logger: req.log });
+  setModelHeaders(res, targets, completed.target, completed.tried);
+  setWalletHeaders(res, completed);
+  res.json(completed.body);
+  const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
+  return { status: 200, headers, body: completed.body };
 }
 
 /**

@@ -1,0 +1,106 @@
+import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import { serviceError } from '../errors.js';
+import { recordEvent } from '../events/outbox.js';
+import type { Logger } from '../logger.js';
+import type { Platform } from '../platform/platform.js';
+import { UpstreamError } from '../providers/types.js';
+import { recordChatFinished } from './chat-stream.js';
+import { chatRequestFor, completionObject, newCompletionId, translateUpstream, withRetries, type ChatInput, type ChatTarget } from './chat.js';
+import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from './json-schema.js';
+import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
+
+/** How long one model of a call may take, retries included. */
+export const CALL_DEADLINE_MS = 120_000;
+
+export interface CompleteChatOptions {
+  /** Aborts the upstream call (the client went away, the batch was cancelled). */
+  signal: AbortSignal;
+  /**
+   * Makes every charge of this completion idempotent: each metered attempt settles under
+   * `<key>:<cascade position>:<attempt>`, so a completion run again (a batch line retried after a
+   * worker died) is never charged twice for the same attempt.
+   */
+  billingKey?: string;
+  /** Multiplies the provider price (batches from 10 requests up pay half). Default 1. */
+  priceFactor?: number;
+  logger?: Logger;
+}
+
+export interface CompletedChat {
+  /** The chat.completion object, as sent to the caller. */
+  body: ReturnType<typeof completionObject>;
+  /** The cascade entry that answered. */
+  target: ChatTarget;
+  /** Concrete model ids tried, in order, the answering one last. */
+  tried: string[];
+  deductedMicros: number;
+  balanceAfterMicros: number | null;
+}
+
+/**
+ * A non-streaming chat completion, the same for a synchronous call and a batch line: each cascade
+ * entry in turn, each reserved and settled on its own, the next (dearer) entry only when a
+ * provider failed, never when the request itself was refused. Records chat.completion.finished,
+ * or request.failed_after_retry when retries ran out.
+ */
+export async function completeChat(platform: Platform, call: MeteredCall, input: ChatInput, targets: ChatTarget[], options: CompleteChatOptions): Promise<CompletedChat> {
+  const tried: string[] = [];
+  for (const [position, target] of targets.entries()) {
+    const model = target.resolution.model;
+    tried.push(model.id);
+    try {
+      const settled = await completeWithModel(platform, call, input, target, options, position);
+      const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
+      await recordChatFinished(platform, call, body.id, model.id, settled.result.usage, tried);
+      return { body, target, tried, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
+    } catch (error) {
+      const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
+      if (cascades && position < targets.length - 1) continue;
+      if (error instanceof UpstreamError) {
+        options.logger?.warn({ err: error, model: model.id, tried }, 'upstream failed');
+        if (error.retryable) {
+          await recordEvent(platform.db, call.developerId, 'request.failed_after_retry', { request_id: call.requestId, models_tried: tried, customer_id: call.customer?.id ?? null, error: error.message });
+        }
+      }
+      throw translateUpstream(error);
+    }
+  }
+  throw new Error('a chat plan has at least one target');
+}
+
+/**
+ * One model's completion, each attempt its own metered call. With a json_schema response format
+ * the output is validated and re-prompted with what was wrong, at most SCHEMA_REPROMPTS times;
+ * then 422 response_schema_validation_failed (the attempts made are billed: they were made).
+ */
+async function completeWithModel(platform: Platform, call: MeteredCall, input: ChatInput, target: ChatTarget, options: CompleteChatOptions, position: number) {
+  const model = target.resolution.model;
+  const format = input.options.responseFormat;
+  const factor = options.priceFactor ?? 1;
+  const deadline = Date.now() + CALL_DEADLINE_MS;
+  let attemptInput = input;
+  for (let attempt = 0; ; attempt++) {
+    const reserve = Math.ceil(maxChatCostMicros(target, attemptInput) * factor);
+    const settled = await runMeteredCall(
+      platform,
+      call,
+      reserve,
+      async () => {
+        const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, attemptInput, options.signal)), deadline, options.signal);
+        return { result, model: model.id, costMicros: Math.round(costMicros(model, result.usage) * factor), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
+      },
+      { ...(options.billingKey && { idempotencyKey: `${options.billingKey}:${position}:${attempt}` }) },
+    );
+    if (format?.type !== 'json_schema' || settled.result.toolCalls?.length) return settled;
+    const check = checkAgainstSchema(settled.result.content, format.json_schema.schema);
+    if (check.ok) return settled;
+    if (attempt >= SCHEMA_REPROMPTS) throw serviceError('response_schema_validation_failed', { message: `The output did not match the json_schema after ${attempt + 1} attempts: ${check.problems}.` });
+    attemptInput = { ...input, messages: reprompt(input.messages, settled.result.content, check.problems) };
+  }
+}
+
+/** The most a call to this target can cost: the prompt plus max_tokens (or the model's ceiling). */
+export function maxChatCostMicros(target: ChatTarget, input: ChatInput): number {
+  const model = target.resolution.model;
+  return maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096);
+}
