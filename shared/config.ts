@@ -71,6 +71,10 @@ const configSchema = z.object({
   DEVELOPER_TPM_LIMIT: z.coerce.number().int().min(1).default(5_000_000),
   /** Customers created on first use, per developer per minute. */
   LAZY_CREATE_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  /** How metered calls' reservations and settlements commit: see CommitMode in shared/billing/repository.ts. */
+  METERING_COMMIT: z.enum(['durable', 'fast']).default('fast'),
+  /** How long an API process keeps a verified key or customer for metered calls (0 = always read PostgreSQL). */
+  CREDENTIAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   /** Calls per minute on one rsk_ provisioning key. */
   PROVISIONING_RPM_LIMIT: z.coerce.number().int().min(1).default(60),
   /** Active provisioned accounts per developer. */
@@ -81,6 +85,44 @@ const configSchema = z.object({
   WALLET_LOW_THRESHOLD_USD: z.coerce.number().min(0).default(5),
   /** Signing keys of client tokens; unset outside production means one ephemeral key per process. */
   CLIENT_TOKEN_SIGNING_KEYS: clientTokenSigningKeys.optional(),
+
+  /** Webhook retries after a failed first attempt, in seconds (spec 1: 1 min, 5 min, 30 min, 2 h, 6 h); then the delivery is dead. */
+  WEBHOOK_RETRY_SCHEDULE_SECONDS: z
+    .string()
+    .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, 'comma-separated seconds such as 60,300,1800')
+    .transform((text) => text.split(',').map(Number))
+    .default([60, 300, 1_800, 7_200, 21_600]),
+  /** A delivery attempt counts as failed unless a 2xx arrives within this many milliseconds. */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  /** Consecutive failed attempts after which the worker moves an endpoint to disabled_after_failures. */
+  WEBHOOK_FAILURE_STREAK_THRESHOLD: z.coerce.number().int().min(1).default(100),
+  /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */
+  WEBHOOK_ALLOW_PRIVATE_HOSTS: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  /** A PEM file of extra CAs trusted for webhook receivers (a private CA, or a test receiver's self-signed certificate). */
+  WEBHOOK_EXTRA_CA_FILE: z.string().min(1).optional(),
+  /** First attempts sent at once by one worker process. */
+  WEBHOOK_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(100),
+  /** Outbox rows one relay transaction claims. */
+  WEBHOOK_RELAY_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
+  /** The relay wakes on NOTIFY at commit; it also polls this often in case a notification was missed. */
+  WEBHOOK_RELAY_POLL_MS: z.coerce.number().int().min(50).default(1_000),
+  /** A queued first attempt not made after this many seconds is queued again (a worker died holding it). */
+  WEBHOOK_REQUEUE_AFTER_SECONDS: z.coerce.number().int().min(1).default(60),
+  /** How long a worker holds a delivery job before another worker may take it over (BullMQ lock). */
+  WEBHOOK_JOB_LOCK_SECONDS: z.coerce.number().int().min(1).default(30),
+
+  /** Largest upload of POST /v1/files (spec 1: 512 MB); the body streams to storage, never whole in memory. */
+  FILES_MAX_BYTES: byteSize.default(512 * 1024 ** 2),
+  /** Lines of a batch one activity runs (and heartbeats through) before the workflow hands out the next chunk. */
+  BATCH_CHUNK_SIZE: z.coerce.number().int().min(1).max(50_000).default(1_000),
+  /** Chunks of one batch running at once. */
+  BATCH_PARALLEL_CHUNKS: z.coerce.number().int().min(1).max(64).default(4),
+  /** Batch lines in flight at once to one upstream provider, per worker process. */
+  BATCH_UPSTREAM_CONCURRENCY: z.coerce.number().int().min(1).max(2_000).default(128),
+  /** A chunk whose worker stops heartbeating for this long is retried elsewhere (it resumes, never redoes a line). */
+  BATCH_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
+  /** The completion window (spec 1: 24h); shorter only to test expiry. */
+  BATCH_COMPLETION_WINDOW_SECONDS: z.coerce.number().int().min(1).default(86_400),
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
@@ -104,6 +146,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   }
   const values = parsed.data;
+  if (values.NODE_ENV === 'production' && values.WEBHOOK_ALLOW_PRIVATE_HOSTS) {
+    // The switch exists for a local receiver in tests; in production it would open SSRF.
+    throw new ConfigError('invalid configuration:\n  WEBHOOK_ALLOW_PRIVATE_HOSTS: must be false when NODE_ENV is production');
+  }
   if (values.NODE_ENV === 'production' && !values.CLIENT_TOKEN_SIGNING_KEYS) {
     // An ephemeral key would make every restart and every other replica refuse live client tokens.
     throw new ConfigError('invalid configuration:\n  CLIENT_TOKEN_SIGNING_KEYS: required when NODE_ENV is production');

@@ -39,11 +39,16 @@ export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): 
 /** Verifies a `ko_` key and the route's scope (an exact match or `admin`; none for a route open to any key), and records the caller. */
 export async function verifyDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope | undefined) {
   const principal = await authenticateDeveloperKey(platform.db, presented);
+  requireScope(principal, scope);
+  req.principal = principal;
+  return principal;
+}
+
+/** 403 insufficient_scope unless the key has the route's scope or admin (no scope: any key will do). */
+export function requireScope(principal: { scopes: readonly string[] }, scope: DeveloperScope | undefined): void {
   if (scope !== undefined && !grantsScope(principal.scopes, scope)) {
     throw serviceError('insufficient_scope', { message: `This route needs the ${scope} scope (or admin); the key has ${principal.scopes.join(', ')}.` });
   }
-  req.principal = principal;
-  return principal;
 }
 
 /** A route of /v1/accounts: only the developer's `rsk_` provisioning key opens it. */

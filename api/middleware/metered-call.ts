@@ -2,6 +2,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { microsToUsd } from '../../shared/money.js';
 import type { ClientTokenScope } from '../../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
+import type { CachedCredentials } from '../../shared/billing/metered-call.js';
 import { attributeCustomer, getCustomer, type CustomerRow } from '../../shared/customers/customers.js';
 import { serviceError } from '../../shared/errors.js';
 import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-events.js';
@@ -9,7 +10,7 @@ import type { Platform } from '../../shared/platform/platform.js';
 import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
 import { clientTokenLayer, customerLayers, customerTokensKey, developerLayers, developerTokensKey, edgeLayer } from '../../shared/ratelimit/layers.js';
 import { authenticateClientToken } from './client-token.js';
-import { clientIp, verifyDeveloperKey } from './authenticate.js';
+import { clientIp, requireScope, verifyDeveloperKey } from './authenticate.js';
 
 /**
  * What a metered route knows about its call once the pipeline ran: who pays, for which customer,
@@ -23,6 +24,7 @@ export interface MeteredCallContext {
   /** X-Svc-Billable-Amount, in micro-dollars, when the caller set it for this call. */
   billableOverrideMicros: number | undefined;
   tokenCounterKeys: string[];
+  credentials: CachedCredentials | undefined;
 }
 
 declare global {
@@ -59,6 +61,7 @@ export function meteredCall(
     let developerId: string;
     let payerAccountId: string;
     let customer: CustomerRow | null;
+    let credentials: CachedCredentials | undefined;
     const layers: LimitLayer[] = [edgeLayer(config, clientIp(req), credential.value)];
     if (credential.scheme === 'client') {
       if (scopes.clientToken === null) throw serviceError('endpoint_not_allowed_for_client_token');
@@ -69,13 +72,25 @@ export function meteredCall(
       if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'The customer of this client token is archived.' });
       layers.push(clientTokenLayer(token.jti, token.rpmLimit));
     } else {
-      const principal = await verifyDeveloperKey(platform, req, credential.value, scopes.developer === 'any' ? undefined : scopes.developer);
+      const scope = scopes.developer === 'any' ? undefined : scopes.developer;
+      const reference = attributionOf(req);
+      const attribution = reference ? { reference, strict: /^true$/i.test(req.get('svc-customer-strict') ?? '') } : undefined;
+      const { principal, generation } = await cachedDeveloperKey(platform, req, credential.value, scope);
       developerId = principal.accountId;
       payerAccountId = principal.billingAccountId;
-      const reference = attributionOf(req);
-      customer = reference
-        ? await attributeCustomer(db, limiter, developerId, { reference, strict: /^true$/i.test(req.get('svc-customer-strict') ?? '') }, config.LAZY_CREATE_PER_MINUTE)
-        : null;
+      customer = attribution ? await platform.credentials.customer(developerId, generation, attribution) : null;
+      if (config.CREDENTIAL_CACHE_SECONDS > 0) {
+        const presented = credential.value;
+        credentials = {
+          generation,
+          // The reservation found the cache stale: read both again, as an uncached call would.
+          async reverify() {
+            platform.credentials.forgetKey(presented);
+            await verifyDeveloperKey(platform, req, presented, scope);
+            return attribution ? attributeCustomer(db, limiter, developerId, attribution, config.LAZY_CREATE_PER_MINUTE) : null;
+          },
+        };
+      }
     }
     layers.push(...developerLayers(config, developerId));
     if (customer) layers.push(...customerLayers(customer));
@@ -93,6 +108,7 @@ export function meteredCall(
       customer,
       billableOverrideMicros: billableOverride(req),
       tokenCounterKeys: [developerTokensKey(developerId), ...(customer?.tpm_limit != null ? [customerTokensKey(customer.id)] : [])],
+      credentials,
     };
     next();
   };
@@ -122,6 +138,18 @@ function billableOverride(req: Request): number | undefined {
   return Number(header.trim());
 }
 
+
+/**
+ * A `ko_` key for a metered call: from the process's CredentialCache when caching is on (its
+ * generation then travels to the reservation, which catches a revocation), else from PostgreSQL.
+ */
+async function cachedDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope | undefined) {
+  if (platform.config.CREDENTIAL_CACHE_SECONDS === 0) return { principal: await verifyDeveloperKey(platform, req, presented, scope), generation: 0 };
+  const verified = await platform.credentials.developerKey(presented);
+  requireScope(verified.principal, scope);
+  req.principal = verified.principal;
+  return verified;
+}
 
 /** X-Svc-Wallet-Deducted and X-Svc-Wallet-Balance (USD) after a settled call. */
 export function setWalletHeaders(res: Response, settled: { deductedMicros: number; balanceAfterMicros: number | null }): void {

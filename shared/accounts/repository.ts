@@ -44,6 +44,8 @@ export interface KeyLookupRow {
   account_status: 'active' | 'closed';
   /** The account whose wallet pays for this key's calls: its parent when the account is linked. */
   billing_account_id: string;
+  /** Bumped by every change to the account's keys, status or customers (migration 013). */
+  auth_generation: string;
 }
 
 const ACCOUNT_COLUMNS = 'a.id, a.owner_type, a.parent_account_id, a.email, a.username, a.display_name, a.funding, a.status, a.created_at, a.closed_at';
@@ -216,7 +218,7 @@ export async function deleteApiKey(q: Queryable, accountId: string, keyId: strin
 
 export async function findApiKeyByHash(q: Queryable, hash: Buffer): Promise<KeyLookupRow | undefined> {
   const { rows } = await q.query<KeyLookupRow>(
-    `SELECT k.id, k.account_id, k.key_hash, k.scopes, k.expires_at, a.status AS account_status,
+    `SELECT k.id, k.account_id, k.key_hash, k.scopes, k.expires_at, a.status AS account_status, a.auth_generation,
             CASE WHEN a.funding = 'linked' THEN a.parent_account_id ELSE a.id END AS billing_account_id
      FROM api_keys k JOIN accounts a ON a.id = k.account_id
      WHERE k.key_hash = $1`,

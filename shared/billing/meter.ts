@@ -20,6 +20,8 @@ export interface Hold {
   customerId: string | null;
   payer: repo.Payer;
   amountMicros: number;
+  /** How this hold's statements commit (see CommitMode); its settlement or release follows its reservation. */
+  commit: repo.CommitMode;
 }
 
 export interface AuthorizeRequest {
@@ -30,6 +32,21 @@ export interface AuthorizeRequest {
   /** The most the call can cost (e.g. prompt tokens plus max_tokens at the model's prices). */
   maxCostMicros: number;
   requestId?: string | null;
+  /**
+   * The auth generation the caller's key and customer were verified under when they came from a
+   * cache (see CredentialCache); the reservation is refused with StaleCredentials when it is no
+   * longer current. Omit it when they were read from PostgreSQL for this call.
+   */
+  credentialGeneration?: number | null;
+  /** Default 'durable'; metered calls pass the configured METERING_COMMIT. */
+  commit?: repo.CommitMode;
+}
+
+/** The cached verification of a call is out of date: verify again from PostgreSQL, then authorize. */
+export class StaleCredentials extends Error {
+  constructor() {
+    super('the cached key or customer changed since it was verified');
+  }
 }
 
 /** A reservation not settled within this time is released by the hold sweep. */
@@ -46,6 +63,8 @@ export async function authorize(db: Db, request: AuthorizeRequest): Promise<Hold
   if (!Number.isSafeInteger(maxCostMicros) || maxCostMicros < 0) throw new RangeError(`maxCostMicros must be a non-negative integer: ${maxCostMicros}`);
   const result = await guardLedger(() =>
     repo.authorizeHold(db, {
+      commit: request.commit ?? 'durable',
+      generation: request.credentialGeneration ?? null,
       developerId,
       payerAccountId: request.payerAccountId ?? developerId,
       customerId: customer?.id ?? null,
@@ -56,8 +75,9 @@ export async function authorize(db: Db, request: AuthorizeRequest): Promise<Hold
       eventId: newId('evt_'),
     }),
   );
+  if (result.outcome === 'stale_credentials') throw new StaleCredentials();
   if (result.outcome !== 'ok') throw serviceError(REFUSALS[result.outcome]);
-  return { id: result.hold_id!, developerId, customerId: customer?.id ?? null, payer: result.payer!, amountMicros: maxCostMicros };
+  return { id: result.hold_id!, developerId, customerId: customer?.id ?? null, payer: result.payer!, amountMicros: maxCostMicros, commit: request.commit ?? 'durable' };
 }
 
 export interface Settlement {
@@ -83,6 +103,7 @@ export interface SettleResult {
 export async function settle(db: Db, config: Pick<Config, 'WALLET_LOW_THRESHOLD_USD'>, hold: Hold, settlement: Settlement): Promise<SettleResult> {
   const result = await guardLedger(() =>
     repo.finishHold(db, {
+      commit: hold.commit,
       holdId: hold.id,
       settle: true,
       costMicros: Math.round(settlement.costMicros),
@@ -105,9 +126,10 @@ export async function settle(db: Db, config: Pick<Config, 'WALLET_LOW_THRESHOLD_
 }
 
 /** Gives a reservation back whole (the upstream call failed or never ran). Safe to call twice. */
-export async function release(db: Db, hold: Pick<Hold, 'id'>): Promise<void> {
+export async function release(db: Db, hold: Pick<Hold, 'id'> & Partial<Pick<Hold, 'commit'>>): Promise<void> {
   await guardLedger(() =>
     repo.finishHold(db, {
+      commit: hold.commit ?? 'durable',
       holdId: hold.id,
       settle: false,
       costMicros: 0,

@@ -1,6 +1,6 @@
 import type { CustomerRow } from '../customers/repository.js';
 import type { Platform } from '../platform/platform.js';
-import { authorize, billableAmount, release, settle } from './meter.js';
+import { authorize, billableAmount, release, settle, StaleCredentials, type Hold } from './meter.js';
 
 /**
  * One metered call from reservation to settlement: reserve `maxCostMicros`, run the upstream call,
@@ -14,6 +14,14 @@ export interface MeteredCall {
   billableOverrideMicros: number | undefined;
   tokenCounterKeys: string[];
   requestId: string;
+  /** Present when the key and customer came from the process's CredentialCache rather than PostgreSQL. */
+  credentials?: CachedCredentials;
+}
+
+export interface CachedCredentials {
+  generation: number;
+  /** Verifies the key and customer again from PostgreSQL (throwing their auth codes) and returns the customer as it is now. */
+  reverify(): Promise<CustomerRow | null>;
 }
 
 export interface UpstreamOutcome<T> {
@@ -38,13 +46,8 @@ export async function runMeteredCall<T>(
   execute: () => Promise<UpstreamOutcome<T>>,
   options: { idempotencyKey?: string } = {},
 ): Promise<MeteredResult<T>> {
-  const hold = await authorize(platform.db, {
-    developerId: call.developerId,
-    payerAccountId: call.payerAccountId,
-    customer: call.customer,
-    maxCostMicros,
-    requestId: call.requestId,
-  });
+  const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros);
+  call = current;
   let outcome: UpstreamOutcome<T>;
   try {
     outcome = await execute();
@@ -52,15 +55,35 @@ export async function runMeteredCall<T>(
     await release(platform.db, hold);
     throw error;
   }
-  const settled = await settle(platform.db, platform.config, hold, {
-    costMicros: outcome.costMicros,
-    billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
-    model: outcome.model,
-    tokensIn: outcome.tokensIn,
-    tokensOut: outcome.tokensOut,
-    requestId: call.requestId,
-    idempotencyKey: options.idempotencyKey ?? null,
-  });
-  await platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut);
+  // The wallet (PostgreSQL) and the token-per-minute counters (Redis) are independent: both at once.
+  const [settled] = await Promise.all([
+    settle(platform.db, platform.config, hold, {
+      costMicros: outcome.costMicros,
+      billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
+      model: outcome.model,
+      tokensIn: outcome.tokensIn,
+      tokensOut: outcome.tokensOut,
+      requestId: call.requestId,
+      idempotencyKey: options.idempotencyKey ?? null,
+    }),
+    platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut),
+  ]);
   return { result: outcome.result, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
+}
+
+/**
+ * Reserves a call's maximum cost. A call verified from cache whose generation went stale is
+ * verified again from PostgreSQL (a revoked key ends here with its 401, before any upstream call)
+ * and reserved under what it finds; the returned call carries the customer as it is now.
+ */
+export async function authorizeCall(platform: Pick<Platform, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
+  const request = { developerId: call.developerId, payerAccountId: call.payerAccountId, maxCostMicros, requestId: call.requestId, commit: platform.config.METERING_COMMIT };
+  try {
+    return { hold: await authorize(platform.db, { ...request, customer: call.customer, credentialGeneration: call.credentials?.generation ?? null }), call };
+  } catch (error) {
+    if (!(error instanceof StaleCredentials) || !call.credentials) throw error;
+  }
+  const customer = await call.credentials.reverify();
+  const fresh: MeteredCall = { ...call, customer, credentials: undefined };
+  return { hold: await authorize(platform.db, { ...request, customer }), call: fresh };
 }

@@ -8,16 +8,31 @@ import type { Queryable } from '../db/pool.js';
 
 export type Payer = 'developer' | 'customer';
 
-export type AuthorizeOutcome = 'ok' | 'budget_exceeded' | 'wallet_empty' | 'customer_wallet_empty';
+/**
+ * 'fast' commits a metering statement without waiting for its WAL flush (synchronous_commit off for
+ * that transaction only). The statement stays atomic and ordered: a crash of the PostgreSQL server
+ * can lose only the last few hundred milliseconds of reservations and settlements, which leaves
+ * those calls uncharged (never a wallet overdrawn or a budget overshot), and a later durable
+ * commit (a top-up, a grant) makes every earlier one durable too. 'durable' waits for the flush.
+ */
+export type CommitMode = 'durable' | 'fast';
+const commitSetting = (mode: CommitMode) => (mode === 'fast' ? 'off' : 'on');
 
-/** One statement: budget reservation, wallet reservation and the hold row (see migration 008). */
+export type AuthorizeOutcome = 'ok' | 'budget_exceeded' | 'wallet_empty' | 'customer_wallet_empty' | 'stale_credentials';
+
+/**
+ * One statement: the credential generation check (migration 013), budget reservation, wallet
+ * reservation and the hold row (migration 009). A null generation skips the check.
+ */
 export async function authorizeHold(
   q: Queryable,
-  call: { developerId: string; payerAccountId: string; customerId: string | null; budgetMicros: number | null; amountMicros: number; requestId: string | null; ttlSeconds: number; eventId: string },
+  call: { commit: CommitMode; generation: number | null; developerId: string; payerAccountId: string; customerId: string | null; budgetMicros: number | null; amountMicros: number; requestId: string | null; ttlSeconds: number; eventId: string },
 ): Promise<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }> {
   const { rows } = await q.query<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }>(
-    'SELECT outcome, hold_id, payer, budget_month::text AS budget_month FROM billing_authorize($1, $2, $3, $4, $5, $6, $7, $8)',
-    [call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId],
+    // set_config(..., true) lasts until this statement's own transaction commits, so it decides how that commit waits.
+    `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $10, true)
+     FROM billing_authorize_current($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [call.generation, call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId, commitSetting(call.commit)],
   );
   return rows[0]!;
 }
@@ -26,6 +41,7 @@ export async function authorizeHold(
 export async function finishHold(
   q: Queryable,
   finish: {
+    commit: CommitMode;
     holdId: string;
     settle: boolean;
     costMicros: number;
@@ -41,7 +57,8 @@ export async function finishHold(
   },
 ): Promise<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }> {
   const { rows } = await q.query<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }>(
-    'SELECT charged, deducted_micros, balance_after_micros FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+    `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $13, true)
+     FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [
       finish.holdId,
       finish.settle,
@@ -55,6 +72,7 @@ export async function finishHold(
       finish.lowThresholdMicros,
       finish.lowEventId,
       finish.emptyEventId,
+      commitSetting(finish.commit),
     ],
   );
   return rows[0]!;

@@ -1,5 +1,5 @@
-import { authorize, billableAmount, release, settle, type Hold } from '../billing/meter.js';
-import type { MeteredCall } from '../billing/metered-call.js';
+import { billableAmount, release, settle, type Hold } from '../billing/meter.js';
+import { authorizeCall, type MeteredCall } from '../billing/metered-call.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Platform } from '../platform/platform.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
@@ -27,13 +27,8 @@ export class MeteredChatStream {
 
   static async open(platform: Platform, call: MeteredCall, target: ChatTarget, input: ChatInput, signal: AbortSignal, deadline: number): Promise<MeteredChatStream> {
     const model = target.resolution.model;
-    const hold = await authorize(platform.db, {
-      developerId: call.developerId,
-      payerAccountId: call.payerAccountId,
-      customer: call.customer,
-      maxCostMicros: maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096),
-      requestId: call.requestId,
-    });
+    const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096));
+    call = current;
     try {
       const upstream = await withRetries(() => firstEvent(target.adapter.chatStream!(chatRequestFor(target, input, signal))), deadline, signal);
       return new MeteredChatStream(platform, call, target, input, hold, upstream);

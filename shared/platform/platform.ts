@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { CredentialCache } from '../accounts/credential-cache.js';
 import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys.js';
 import type { Config } from '../config.js';
 import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
@@ -23,6 +24,8 @@ export interface Platform {
   queues: QueueRegistry;
   cpu: CpuPool;
   limiter: RateLimiter;
+  /** Verified keys and customers of metered calls, checked against their auth generation at reservation. */
+  credentials: CredentialCache;
   /** An adapter for every configured upstream provider. */
   providers: ProviderRegistry;
   /** Signs (first key) and verifies (every key) client tokens. */
@@ -42,6 +45,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
   const cpu = new CpuPool(config.CPU_POOL_THREADS);
   const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
   const providers = new ProviderRegistry(config.providers);
+  const credentials = new CredentialCache(db, limiter, { ttlMs: config.CREDENTIAL_CACHE_SECONDS * 1000, maxEntries: 10_000, lazyCreatePerMinute: config.LAZY_CREATE_PER_MINUTE });
 
   let closing: Promise<void> | undefined;
   const ready = retryUntilClosed(() => registerVectorTypes(db), () => closing !== undefined, logger);
@@ -57,7 +61,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, limiter, clientTokenKeys, providers, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, credentials, clientTokenKeys, providers, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */
