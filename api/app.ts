@@ -12,6 +12,7 @@ import { billingRoutes } from './routes/billing.js';
 import { chatRoutes } from './routes/chat.js';
 import { embeddingRoutes } from './routes/embeddings.js';
 import { modelRoutes } from './routes/models.js';
+import { modelDefinitionRoutes } from './routes/model-definitions.js';
 import { mediaRoutes } from './routes/media.js';
 import { moderationRoutes } from './routes/moderations.js';
 import { rerankRoutes } from './routes/rerank.js';
@@ -67,6 +68,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(embeddingRoutes(platform));
   app.use(moderationRoutes(platform));
   app.use(modelRoutes(platform));
+  app.use(modelDefinitionRoutes(platform));
   app.use(rerankRoutes(platform));
   app.use(mediaRoutes(platform));
   app.use(clientTokenRoutes(platform));

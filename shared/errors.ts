@@ -147,6 +147,8 @@ const CATALOG = {
   invalid_multipart: { status: 400, type: 'invalid_request_error', message: 'The body must be multipart/form-data.' },
   missing_file: { status: 400, type: 'invalid_request_error', message: 'The multipart body has no file part.' },
   missing_filename: { status: 400, type: 'invalid_request_error', message: 'The file part has no filename.' },
+  moderation_flagged: { status: 400, type: 'invalid_request_error', message: 'Inline moderation flagged the prompt or the completion.' },
+  malformed_json: { status: 400, type: 'invalid_request_error', message: 'The request body must be a JSON object.' },
   response_schema_validation_failed: { status: 422, type: 'invalid_request_error', message: 'The model output did not match the json_schema after re-prompting.' },
   upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The provider refused the request as invalid.' },
   platform_not_configured: { status: 503, type: 'api_error', message: 'No upstream credentials are configured for the resolved model.' },

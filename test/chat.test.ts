@@ -146,6 +146,23 @@ describe('errors, before any model is called or billed', () => {
     expect(response.status).toBe(200);
   });
 
+  it('400 streaming_with_schema_fallback_unsupported for a cascade streaming a json_schema response', async () => {
+    const before = await walletMicros();
+    const format = { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string' } } } } };
+    const response = await chat({ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'], messages: hello, stream: true, response_format: format });
+    expect({ status: response.status, code: response.body.error.code, param: response.body.error.param }).toEqual({ status: 400, code: 'streaming_with_schema_fallback_unsupported', param: 'model' });
+    expect(await walletMicros()).toBe(before);
+  });
+
+  it('400 invalid_json for a body that is not JSON, 400 malformed_json for JSON that is not an object', async () => {
+    const raw = (body: string) =>
+      call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', body, headers: { ...bearer(developer.key), 'content-type': 'application/json' } });
+    const broken = await raw('{"model": "svc:openai/gpt-4o-mini", "messages": [');
+    expect({ status: broken.status, type: broken.body.error.type, code: broken.body.error.code }).toEqual({ status: 400, type: 'invalid_request_error', code: 'invalid_json' });
+    const array = await raw(JSON.stringify([{ model: 'svc:openai/gpt-4o-mini', messages: hello }]));
+    expect({ status: array.status, type: array.body.error.type, code: array.body.error.code }).toEqual({ status: 400, type: 'invalid_request_error', code: 'malformed_json' });
+  });
+
   it('400 fallback_with_idempotency_unsupported for a cascade with an idempotency-key', async () => {
     const response = await chat({ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'], messages: hello }, { 'idempotency-key': 'k1' });
     expect(response.body.error.code).toBe('fallback_with_idempotency_unsupported');

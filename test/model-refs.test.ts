@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CATALOG, embeddingModel } from '../shared/models/catalog.js';
+import { chooseFromProfile, estimateDifficulty, EMPTY_REQUEST_SHAPE, type RequestShape } from '../shared/models/dynamic-profiles.js';
 import { parseModelField, parseModelRef, resolveModelRef, type ResolutionContext } from '../shared/models/refs.js';
 
 const noDefinitions: ResolutionContext = { slot: async () => undefined, dynamic: async () => undefined };
@@ -101,6 +102,49 @@ describe('resolution', () => {
     const profiles = context({ cheap: 'svc:openai/gpt-4o-mini' }, { router: { ref: 'slot:cheap', reason: 'short prompt, no tools' } });
     const resolved = await resolveText('dyn:router', profiles);
     expect(resolved).toMatchObject({ model: { id: 'svc:openai/gpt-4o-mini' }, dynamic: { profile: 'router', reason: 'short prompt, no tools' } });
+  });
+});
+
+describe('dynamic profiles', () => {
+  const profile = {
+    rules: [
+      { when: { tools: true }, model: 'svc:openai/gpt-4o' },
+      { when: { min_prompt_tokens: 1000, max_difficulty: 0.5 }, model: 'svc:openai/gpt-4.1' },
+      { when: { max_prompt_tokens: 999, vision: false, json_schema: false }, model: 'slot:cheap' },
+    ],
+    default_model: 'match:anthropic/opus',
+  };
+  const shape = (fields: Partial<RequestShape>): RequestShape => ({ ...EMPTY_REQUEST_SHAPE, ...fields });
+
+  it.each([
+    [{ tools: true }, 'svc:openai/gpt-4o', 'rule 1 (tools)'],
+    [{ promptTokens: 1500, difficulty: 0.2 }, 'svc:openai/gpt-4.1', 'rule 2 (prompt_tokens 1500 >= 1000; difficulty 0.20 <= 0.5)'],
+    [{ promptTokens: 10 }, 'slot:cheap', 'rule 3 (prompt_tokens 10 <= 999; no vision; no json_schema)'],
+    [{ promptTokens: 10, vision: true }, 'match:anthropic/opus', 'default_model (no rule matched: prompt_tokens 10, no tools, vision, no json_schema, difficulty 0.00)'],
+    [{ promptTokens: 1500, difficulty: 0.9 }, 'match:anthropic/opus', 'default_model (no rule matched: prompt_tokens 1500, no tools, no vision, no json_schema, difficulty 0.90)'],
+  ])('%j → %s', (fields, ref, reason) => {
+    expect(chooseFromProfile(profile, shape(fields))).toEqual({ ref, reason });
+  });
+
+  it('estimates difficulty from length, reasoning words, code and conversation length, within [0, 1]', () => {
+    const easy = estimateDifficulty({ last: 'hi', all: 'hi', turns: 1, promptTokens: 5 });
+    const hard = estimateDifficulty({ last: 'Prove it step by step and analyze the algorithm', all: '```ts\nfunction f() {}\n```', turns: 8, promptTokens: 8000 });
+    expect(easy).toBeLessThan(0.05);
+    expect(hard).toBe(1);
+  });
+
+  it('hands the request shape to the profile when resolving dyn:', async () => {
+    const seen: RequestShape[] = [];
+    const ctx: ResolutionContext = {
+      slot: async () => undefined,
+      dynamic: async (_profile, request) => {
+        seen.push(request);
+        return { ref: 'svc:openai/gpt-4o-mini', reason: 'test' };
+      },
+    };
+    await resolveModelRef(parseModelRef('dyn:p'), ctx, shape({ tools: true, promptTokens: 42 }));
+    expect(seen).toEqual([shape({ tools: true, promptTokens: 42 })]);
+    await expect(resolveModelRef(parseModelRef('dyn:p'), { ...ctx, dynamic: async () => ({ ref: 'svc:anthropic/claude-opus-4-20250514@eu', reason: 'x' }) })).rejects.toMatchObject({ code: 'invalid_model_ref' });
   });
 });
 

@@ -4,21 +4,19 @@ import { newCompletionId, parseChatInput, planChat, translateUpstream, type Chat
 import { MeteredChatStream } from '../../shared/inference/chat-stream.js';
 import { CALL_DEADLINE_MS, completeChat } from '../../shared/inference/complete-chat.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
-import type { ResolutionContext } from '../../shared/models/refs.js';
+import { messageTexts, moderateInline, moderates } from '../../shared/inference/moderations.js';
+import { resolutionContextFor } from '../../shared/models/definitions.js';
 import type { Platform } from '../../shared/platform/platform.js';
 import { UpstreamError } from '../../shared/providers/types.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
-
-/** Slots and dynamic profiles have no storage yet: every such reference is unknown. */
-const NO_DEFINITIONS: ResolutionContext = { slot: async () => undefined, dynamic: async () => undefined };
 
 export function chatRoutes(platform: Platform): Router {
   const router = Router();
   const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
   router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
     const input = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
-    const targets = await planChat(input, NO_DEFINITIONS, platform.providers);
     const call = meteredCallOf(req);
+    const targets = await planChat(input, resolutionContextFor(platform, call.developerId), platform.providers);
     const key = req.get('idempotency-key');
     if (input.stream) {
       if (key) throw serviceError('invalid_request', { param: 'idempotency-key', message: 'A stream cannot be replayed: send idempotency-key with non-streaming calls only.' });
@@ -84,6 +82,10 @@ async function completeWithCascade(platform: Platform, req: Request, res: Respon
 async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, target: ChatTarget): Promise<void> {
   const model = target.resolution.model;
   const signal = abortWhenClientLeaves(res);
+  // Only pre moderation combines with a stream (parseChatInput refuses the others): before any model call.
+  if (moderates(input.moderation, 'pre')) {
+    await moderateInline(platform, { ...call, requestId: String(req.id) }, messageTexts(input.messages), { stage: 'pre', signal, chatModel: model.id });
+  }
   let stream: MeteredChatStream;
   try {
     stream = await MeteredChatStream.open(platform, { ...call, requestId: String(req.id) }, target, input, signal, Date.now() + CALL_DEADLINE_MS);

@@ -32,7 +32,9 @@ export type Fault =
   | { kind: 'status'; status: number; retryAfterSeconds?: number }
   | { kind: 'timeout' }
   | { kind: 'disconnect'; afterChunks: number }
-  | { kind: 'latency'; ms: number };
+  | { kind: 'latency'; ms: number }
+  /** A stream paced at this interval between chunks (the chat-completions style), slow enough for a caller to leave mid-way. */
+  | { kind: 'slow_stream'; chunkIntervalMs: number };
 
 export interface FaultRule {
   /** Provider name (the first path segment) and optionally the model; omitted = any. */
@@ -53,6 +55,13 @@ export class FaultRegistry {
 
   clear(): void {
     this.rules = [];
+  }
+
+  /** Streams whose caller went away before the end, as the emulator saw them (newest last). */
+  readonly abandonedStreams: Array<{ provider: string; model: string; chunksSent: number; at: string }> = [];
+
+  noteAbandoned(provider: string, model: string, chunksSent: number): void {
+    this.abandonedStreams.push({ provider, model, chunksSent, at: new Date().toISOString() });
   }
 
   take(provider: string, model: string | undefined): Fault | undefined {
@@ -126,10 +135,11 @@ export async function applyFault(
   req: Request,
   res: Response,
   context: { faults: FaultRegistry; options: EmulatorOptions; provider: string; model: string | undefined; errorBody: (status: number) => unknown },
-): Promise<{ proceed: boolean; disconnectAfter?: number }> {
+): Promise<{ proceed: boolean; disconnectAfter?: number; chunkIntervalMs?: number }> {
   const fault = context.faults.take(context.provider, context.model);
   await sleep(context.options.latencyMs + (fault?.kind === 'latency' ? fault.ms : 0));
   if (!fault || fault.kind === 'latency') return { proceed: true };
+  if (fault.kind === 'slow_stream') return { proceed: true, chunkIntervalMs: fault.chunkIntervalMs };
   if (fault.kind === 'timeout') {
     // Never answer; the caller's deadline decides. The socket closes when the caller gives up.
     req.socket.setTimeout(0);

@@ -23,6 +23,9 @@ export function createEmulatorApp(options: EmulatorOptions, styles: EmulatorStyl
     for (const rule of rules) faults.add({ ...rule, times: rule.times ?? 1 });
     res.status(204).end();
   });
+  control.get('/abandoned_streams', (_req, res) => {
+    res.json({ data: faults.abandonedStreams });
+  });
   control.delete('/faults', (_req, res) => {
     faults.clear();
     res.status(204).end();

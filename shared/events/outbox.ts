@@ -1,20 +1,9 @@
 import type { Queryable } from '../db/pool.js';
 import { newId } from '../ids.js';
+import type { EventType } from './types.js';
 
-/**
- * Event types the platform emits. The full registry (34 types, with reserved ones) comes with
- * webhook delivery; domains record events through `recordEvent` inside their own transaction.
- */
-export type EventType =
-  | 'customer.created'
-  | 'customer.archived'
-  | 'customer.hard_deleted'
-  | 'customer.budget_exceeded'
-  | 'customer.rate_limit_exceeded'
-  | 'wallet.low'
-  | 'wallet.empty'
-  | 'chat.completion.finished'
-  | 'request.failed_after_retry';
+/** Event types come from the one registry of shared/events/types.ts (34 types, some reserved). */
+export type { EventType };
 
 export interface RecordedEvent {
   id: string;

@@ -3,8 +3,11 @@ import { serviceError, ServiceError } from '../errors.js';
 import { compileSchema } from './json-schema.js';
 import { newId } from '../ids.js';
 import type { CatalogModel } from '../models/catalog.js';
+import { estimateDifficulty, type RequestShape } from '../models/dynamic-profiles.js';
 import { parseModelField, resolveModelRef, type Resolution, type ResolutionContext } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
+import type { InlineModeration } from './moderations.js';
+import { estimatePromptTokens } from './pricing.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type ChatStreamEvent, type ProviderAdapter } from '../providers/types.js';
 
 /**
@@ -48,10 +51,14 @@ export interface ChatInput {
   stream: boolean;
   includeUsage: boolean;
   maxTokens: number | undefined;
+  /** Inline moderation (default none); only `pre` combines with a stream. */
+  moderation?: InlineModeration;
   options: Pick<ChatRequest, 'temperature' | 'topP' | 'stop' | 'tools' | 'toolChoice' | 'responseFormat' | 'promptCache'>;
 }
 
 export function parseChatInput(raw: unknown, headers: { idempotencyKey: string | undefined }): ChatInput {
+  // JSON that parsed but is not an object (an array, a string, a number) cannot be a request.
+  if (raw !== undefined && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) throw serviceError('malformed_json');
   const parsed = body.safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -69,11 +76,13 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
   // limit of the serialized messages counts them without their base64 payloads.
   messages.forEach(checkPartLimits);
   if (Buffer.byteLength(JSON.stringify(messages, withoutPayloads)) > MAX_MESSAGES_BYTES) throw serviceError('messages_too_large', { param: 'messages' });
-  if (input.moderation && input.moderation !== 'none') {
-    throw serviceError('invalid_request', { param: 'moderation', message: 'Inline moderation is not available on this gateway yet; send moderation: none or omit it.' });
-  }
   if (input.response_format?.type === 'json_schema') compileSchema(input.response_format.json_schema.schema);
   const stream = input.stream === true;
+  // A streamed completion reaches the caller as it is generated, so it cannot be held back for a
+  // check of the whole text: post moderation needs a non-streaming call.
+  if (stream && (input.moderation === 'post' || input.moderation === 'pre_and_post')) {
+    throw serviceError('invalid_request', { param: 'moderation', message: `moderation: ${input.moderation} needs stream: false (a stream cannot be moderated after it was sent); use moderation: pre with streams.` });
+  }
   if (plan.cascade && stream) {
     throw serviceError(input.response_format?.type === 'json_schema' ? 'streaming_with_schema_fallback_unsupported' : 'fallback_with_stream_unsupported', { param: 'model' });
   }
@@ -84,6 +93,7 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
     stream,
     includeUsage: input.stream_options?.include_usage === true,
     maxTokens: input.max_completion_tokens ?? input.max_tokens,
+    moderation: input.moderation ?? 'none',
     options: {
       ...(input.temperature !== undefined && { temperature: input.temperature }),
       ...(input.top_p !== undefined && { topP: input.top_p }),
@@ -107,8 +117,9 @@ export interface ChatTarget {
 /** Resolves every reference and checks it can serve this chat before anything is called or billed. */
 export async function planChat(input: ChatInput, context: ResolutionContext, providers: ProviderRegistry): Promise<ChatTarget[]> {
   const targets: ChatTarget[] = [];
+  const shape = requestShapeOf(input);
   for (const ref of input.plan.refs) {
-    const resolution = await resolveModelRef(ref, context);
+    const resolution = await resolveModelRef(ref, context, shape);
     const { model, region } = resolution;
     if (model.kind !== 'chat') throw serviceError('invalid_model_for_chat', { param: 'model', message: `${model.id} is a ${model.kind.replace(/_/g, '-')} model, not a chat model.` });
     checkContentParts(model, input.messages);
@@ -119,6 +130,21 @@ export async function planChat(input: ChatInput, context: ResolutionContext, pro
     targets.push({ resolution, adapter, upstreamModel });
   }
   return targets;
+}
+
+/** What a dyn: profile chooses by: the prompt's size, tools, images, json_schema and a difficulty estimate. */
+export function requestShapeOf(input: ChatInput): RequestShape {
+  const promptTokens = estimatePromptTokens(input.messages);
+  const textOf = (message: ChatMessage) =>
+    typeof message.content === 'string' ? message.content : (message.content ?? []).map((part) => (part.type === 'text' ? part.text : '')).join('\n');
+  const lastUser = [...input.messages].reverse().find((message) => message.role === 'user');
+  return {
+    promptTokens,
+    tools: (input.options.tools?.length ?? 0) > 0,
+    vision: input.messages.some((message) => Array.isArray(message.content) && message.content.some((part) => part.type === 'image_url')),
+    jsonSchema: input.options.responseFormat?.type === 'json_schema',
+    difficulty: estimateDifficulty({ last: lastUser ? textOf(lastUser) : '', all: input.messages.map(textOf).join('\n'), turns: input.messages.length, promptTokens }),
+  };
 }
 
 /** JSON.stringify replacer that leaves out media payloads (data URLs and base64 audio). */

@@ -7,6 +7,7 @@ import { UpstreamError } from '../providers/types.js';
 import { recordChatFinished } from './chat-stream.js';
 import { chatRequestFor, completionObject, newCompletionId, translateUpstream, withRetries, type ChatInput, type ChatTarget } from './chat.js';
 import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from './json-schema.js';
+import { messageTexts, moderateInline, moderates } from './moderations.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
 
 /** How long one model of a call may take, retries included. */
@@ -44,12 +45,21 @@ export interface CompletedChat {
  * or request.failed_after_retry when retries ran out.
  */
 export async function completeChat(platform: Platform, call: MeteredCall, input: ChatInput, targets: ChatTarget[], options: CompleteChatOptions): Promise<CompletedChat> {
+  // Inline moderation of the prompt runs before any model is called, so a flagged prompt costs nothing.
+  if (moderates(input.moderation, 'pre')) {
+    await moderateInline(platform, call, messageTexts(input.messages), { stage: 'pre', signal: options.signal, chatModel: targets[0]?.resolution.model.id, ...(options.billingKey && { billingKey: options.billingKey }) });
+  }
   const tried: string[] = [];
   for (const [position, target] of targets.entries()) {
     const model = target.resolution.model;
     tried.push(model.id);
     try {
       const settled = await completeWithModel(platform, call, input, target, options, position);
+      // Post moderation checks what was generated; the completion stays billed (the provider did the work).
+      if (moderates(input.moderation, 'post')) {
+        const output = settled.result.content ?? '';
+        await moderateInline(platform, call, output.trim() ? [output] : [], { stage: 'post', signal: options.signal, chatModel: model.id, ...(options.billingKey && { billingKey: options.billingKey }) });
+      }
       const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
       await recordChatFinished(platform, call, body.id, model.id, settled.result.usage, tried);
       return { body, target, tried, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };

@@ -1,5 +1,6 @@
 import { serviceError } from '../errors.js';
 import { CATALOG, FIRST_PARTY_PROVIDER, catalogModel, type CatalogModel } from './catalog.js';
+import { EMPTY_REQUEST_SHAPE, type RequestShape } from './dynamic-profiles.js';
 
 /**
  * Typed model references (spec 1, "Model references" and "Region suffixes"). Parsing checks the
@@ -19,7 +20,8 @@ export type ModelRef =
 /** The most entries a cascade may list. */
 export const MAX_CASCADE = 8;
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** A slot alias or dynamic-profile name (also checked by migration 012). */
+export const DEFINITION_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const PROVIDER = /^[a-z0-9][a-z0-9-]{0,31}$/;
 const MATCH_BODY = /^([a-z0-9-]+)\/([a-z]+)(?:(>=|=)(\d+(?:\.\d+)?))?$/;
 
@@ -53,7 +55,7 @@ export function parseModelRef(text: string): ModelRef {
     case 'slot':
     case 'dyn': {
       if (body.includes('@')) throw invalid('Only svc: references take a region suffix.');
-      if (!NAME.test(body)) throw invalid(`"${text}" needs a name of letters, digits, _ . - (at most 64).`);
+      if (!DEFINITION_NAME.test(body)) throw invalid(`"${text}" needs a name of letters, digits, _ . - (at most 64).`);
       return prefix === 'slot' ? { kind: 'slot', text, alias: body } : { kind: 'dyn', text, profile: body };
     }
     default:
@@ -92,17 +94,18 @@ export interface Resolution {
 export interface ResolutionContext {
   /** The reference a slot alias points to, or undefined when the developer has no such slot. */
   slot(alias: string): Promise<string | undefined>;
-  /** The reference a dynamic profile chooses for this request, with its reason; undefined if unknown. */
-  dynamic(profile: string): Promise<{ ref: string; reason: string } | undefined>;
+  /** The reference a dynamic profile chooses for a request of this shape, with its reason; undefined if unknown. */
+  dynamic(profile: string, request: RequestShape): Promise<{ ref: string; reason: string } | undefined>;
 }
 
 const MAX_ALIAS_DEPTH = 8;
 
-export async function resolveModelRef(ref: ModelRef, context: ResolutionContext): Promise<Resolution> {
-  return resolve(ref, context, ref.text, []);
+/** `request` is the shape dyn: profiles choose by; without it a profile sees an empty request. */
+export async function resolveModelRef(ref: ModelRef, context: ResolutionContext, request: RequestShape = EMPTY_REQUEST_SHAPE): Promise<Resolution> {
+  return resolve(ref, context, ref.text, [], request);
 }
 
-async function resolve(ref: ModelRef, context: ResolutionContext, requested: string, seenSlots: string[]): Promise<Resolution> {
+async function resolve(ref: ModelRef, context: ResolutionContext, requested: string, seenSlots: string[], request: RequestShape): Promise<Resolution> {
   switch (ref.kind) {
     case 'svc':
       return { model: resolveSvc(ref), region: ref.region, requested };
@@ -117,14 +120,15 @@ async function resolve(ref: ModelRef, context: ResolutionContext, requested: str
       const next = parseModelRef(target);
       // A region belongs to an svc: reference written by the caller, never to one reached through a slot.
       if (next.kind === 'svc' && next.region) throw invalid(`slot:${ref.alias} points to a region-pinned reference, which a slot cannot carry.`);
-      return resolve(next, context, requested, [...seenSlots, ref.alias]);
+      return resolve(next, context, requested, [...seenSlots, ref.alias], request);
     }
     case 'dyn': {
-      const choice = await context.dynamic(ref.profile);
+      const choice = await context.dynamic(ref.profile, request);
       if (!choice) throw serviceError('unknown_dynamic_profile', { param: 'model', message: `No dynamic profile named "${ref.profile}".` });
       const chosen = parseModelRef(choice.ref);
       if (chosen.kind === 'dyn') throw invalid('A dynamic profile must choose an svc:, match: or slot: reference.');
-      const resolution = await resolve(chosen, context, requested, seenSlots);
+      if (chosen.kind === 'svc' && chosen.region) throw invalid(`dyn:${ref.profile} chose a region-pinned reference, which a profile cannot carry.`);
+      const resolution = await resolve(chosen, context, requested, seenSlots, request);
       return { ...resolution, dynamic: { profile: ref.profile, reason: choice.reason } };
     }
   }

@@ -50,12 +50,21 @@ function serve(provider: string, endpoint: Endpoint, { faults, options }: MountC
   return async (req: Request, res: Response) => {
     const body = endpoint.readBody ? await endpoint.readBody(req) : ((req.body ?? {}) as Record<string, unknown>);
     const modelName = typeof body.model === 'string' ? body.model : endpoint.defaultModel;
-    const { proceed, disconnectAfter } = await applyFault(req, res, { faults, options, provider, model: modelName, errorBody: (status) => faultError(status).toBody() });
+    const { proceed, disconnectAfter, chunkIntervalMs } = await applyFault(req, res, { faults, options, provider, model: modelName, errorBody: (status) => faultError(status).toBody() });
     if (!proceed) return;
     if (modelName === undefined) throw invalidRequest('You must provide a model parameter.', 'model', 'missing_required_parameter');
     const model = CATALOG.find((entry) => entry.provider === provider && entry.kind === endpoint.kind && entry.model === modelName);
     if (!model) throw modelNotFound(modelName);
-    await endpoint.handle({ req, res, provider, model, body, options, disconnectAfter });
+    await endpoint.handle({
+      req,
+      res,
+      provider,
+      model,
+      body,
+      options: chunkIntervalMs === undefined ? options : { ...options, chunkIntervalMs },
+      disconnectAfter,
+      noteAbandoned: (chunksSent) => faults.noteAbandoned(provider, model.model, chunksSent),
+    });
   };
 }
 

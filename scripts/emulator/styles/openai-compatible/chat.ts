@@ -8,7 +8,9 @@ import { valueForSchema, violatingValue } from './json-schema.js';
  * `POST .../chat/completions`: OpenAI's chat.completion object, or its chat.completion.chunk
  * server-sent events with `stream: true`. Test hooks in the prompt: `EMULATOR_CALL_TOOL` (with
  * `tools`) answers with a call to the first tool, `EMULATOR_BREAK_SCHEMA` (with a json_schema
- * response format) answers with JSON that violates the schema.
+ * response format) answers with JSON that violates the schema, `EMULATOR_SAY_FLAG` makes the reply
+ * start with the word `EMULATOR_FLAG` (which the moderations endpoint flags), so a test can have
+ * a completion flagged while its prompt is not.
  */
 
 /** A fixed prompt-token charge per image part, as for a low-detail image upstream. */
@@ -86,7 +88,8 @@ function answer(request: ChatRequest): ChatAnswer {
     const content = JSON.stringify({ reply: reply.text });
     return { content, finishReason: 'stop', promptTokens, completionTokens: countTokens(content) };
   }
-  return { content: reply.text, finishReason: reply.finishReason, promptTokens, completionTokens: replyTokens(reply.text) };
+  const text = prompt.text.includes('EMULATOR_SAY_FLAG') ? `EMULATOR_FLAG ${reply.text}` : reply.text;
+  return { content: text, finishReason: reply.finishReason, promptTokens, completionTokens: replyTokens(text) };
 }
 
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -134,7 +137,10 @@ async function streamAnswer(call: EndpointCall, request: ChatRequest, result: Ch
   for (const delta of deltas) {
     if (disconnectAt !== undefined && sent >= disconnectAt) break;
     await sleep(options.chunkIntervalMs);
-    if (closed) return;
+    if (closed) {
+      call.noteAbandoned?.(sent);
+      return;
+    }
     await send(chunk([choice(delta)]));
     sent += 1;
   }

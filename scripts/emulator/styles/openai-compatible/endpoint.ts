@@ -15,6 +15,8 @@ export interface EndpointCall {
   options: EmulatorOptions;
   /** A `disconnect` fault: a streaming answer drops the connection after this many content chunks. */
   disconnectAfter?: number;
+  /** Tells the emulator a streaming caller went away before the end (seen at /_emulator/abandoned_streams). */
+  noteAbandoned?: (chunksSent: number) => void;
 }
 
 /** An endpoint is served for a provider only when the catalog gives that provider a model of its kind. */
