@@ -51,7 +51,8 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   await db.end();
 
   const gatewayPort = await freePort();
-  const gateway = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+  // BENCH_PROFILE=1 writes the gateway's CPU profile to /tmp/prof (open it in Chrome DevTools).
+  const gateway = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), '--import', 'tsx', 'api/main.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,
