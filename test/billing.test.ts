@@ -99,6 +99,18 @@ describe('reservations', () => {
     expect(await walletState(developer.accountId)).toMatchObject({ balance: 950_000, reserved: 0 });
   });
 
+  it('commits a call’s own events with its charge, once per idempotency key, and none on a release', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const events = [{ type: 'chat.completion.finished' as const, data: { completion_id: 'chatcmpl-once' } }];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const hold = await authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: 10_000 });
+      await settle(db(), gateway.config, hold, { costMicros: 10_000, billableMicros: 10_000, model: 'svc:m/a', tokensIn: 1, tokensOut: 1, idempotencyKey: 'batch_2:line-1', events });
+    }
+    await release(db(), await authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: 10_000 }));
+    const { rows } = await db().query("SELECT type, data FROM outbox_events WHERE developer_id = $1 AND type = 'chat.completion.finished'", [developer.accountId]);
+    expect(rows).toEqual([{ type: 'chat.completion.finished', data: { completion_id: 'chatcmpl-once' } }]);
+  });
+
   it('500 wallet_error when the ledger cannot be written, and nothing is charged', async () => {
     const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
     const hold = await authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: 10_000 });

@@ -2,6 +2,7 @@ import type { Config } from '../config.js';
 import type { CustomerRow } from '../customers/repository.js';
 import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
+import type { EventType } from '../events/types.js';
 import { newId } from '../ids.js';
 import { usdToMicros } from '../money.js';
 import { guardLedger } from './ledger-guard.js';
@@ -91,6 +92,13 @@ export interface Settlement {
   requestId?: string | null;
   /** Makes settlement idempotent across retries, e.g. `batch:<id>:<custom_id>`. */
   idempotencyKey?: string | null;
+  /** Events of the call itself, recorded in the same statement as the charge and only when it charged. */
+  events?: SettlementEvent[];
+}
+
+export interface SettlementEvent {
+  type: EventType;
+  data: Record<string, unknown>;
 }
 
 export interface SettleResult {
@@ -105,6 +113,8 @@ export async function settle(db: Db, config: Pick<Config, 'WALLET_LOW_THRESHOLD_
     repo.finishHold(db, {
       commit: hold.commit,
       holdId: hold.id,
+      developerId: hold.developerId,
+      events: (settlement.events ?? []).map((event) => ({ id: newId('evt_'), ...event })),
       settle: true,
       costMicros: Math.round(settlement.costMicros),
       billableMicros: Math.round(settlement.billableMicros),
@@ -131,6 +141,8 @@ export async function release(db: Db, hold: Pick<Hold, 'id'> & Partial<Pick<Hold
     repo.finishHold(db, {
       commit: hold.commit ?? 'durable',
       holdId: hold.id,
+      developerId: null,
+      events: [],
       settle: false,
       costMicros: 0,
       billableMicros: 0,

@@ -1,6 +1,6 @@
 import type { CustomerRow } from '../customers/repository.js';
 import type { Platform } from '../platform/platform.js';
-import { authorize, billableAmount, release, settle, StaleCredentials, type Hold } from './meter.js';
+import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type SettlementEvent } from './meter.js';
 
 /**
  * One metered call from reservation to settlement: reserve `maxCostMicros`, run the upstream call,
@@ -44,7 +44,11 @@ export async function runMeteredCall<T>(
   call: MeteredCall,
   maxCostMicros: number,
   execute: () => Promise<UpstreamOutcome<T>>,
-  options: { idempotencyKey?: string } = {},
+  options: {
+    idempotencyKey?: string;
+    /** The call's own events, committed with its charge (see Settlement.events). */
+    events?: (outcome: UpstreamOutcome<T>) => SettlementEvent[];
+  } = {},
 ): Promise<MeteredResult<T>> {
   const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros);
   call = current;
@@ -65,6 +69,7 @@ export async function runMeteredCall<T>(
       tokensOut: outcome.tokensOut,
       requestId: call.requestId,
       idempotencyKey: options.idempotencyKey ?? null,
+      events: options.events?.(outcome) ?? [],
     }),
     platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut),
   ]);

@@ -43,6 +43,9 @@ export async function finishHold(
   finish: {
     commit: CommitMode;
     holdId: string;
+    /** The hold's developer: the tenant of `events` (null when there are none). */
+    developerId: string | null;
+    events: Array<{ id: string; type: string; data: Record<string, unknown> }>;
     settle: boolean;
     costMicros: number;
     billableMicros: number;
@@ -57,8 +60,18 @@ export async function finishHold(
   },
 ): Promise<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }> {
   const { rows } = await q.query<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }>(
-    `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $13, true)
-     FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+    // The call's own events (e.g. chat.completion.finished) commit with its charge, and only when it
+    // charged: a settlement repeated under the same idempotency key records nothing twice.
+    `WITH finished AS MATERIALIZED (
+       SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $13, true)
+       FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     ), recorded AS (
+       INSERT INTO outbox_events (id, developer_id, type, data)
+       SELECT event.id, $14::uuid, event.type, event.data
+       FROM finished, jsonb_to_recordset($15::jsonb) AS event (id text, type text, data jsonb)
+       WHERE finished.charged
+     )
+     SELECT charged, deducted_micros, balance_after_micros FROM finished`,
     [
       finish.holdId,
       finish.settle,
@@ -73,6 +86,8 @@ export async function finishHold(
       finish.lowEventId,
       finish.emptyEventId,
       commitSetting(finish.commit),
+      finish.developerId,
+      JSON.stringify(finish.events),
     ],
   );
   return rows[0]!;

@@ -1,6 +1,5 @@
-import { billableAmount, release, settle, type Hold } from '../billing/meter.js';
+import { billableAmount, release, settle, type Hold, type SettlementEvent } from '../billing/meter.js';
 import { authorizeCall, type MeteredCall } from '../billing/metered-call.js';
-import { recordEvent } from '../events/outbox.js';
 import type { Platform } from '../platform/platform.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
 import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
@@ -59,23 +58,26 @@ export class MeteredChatStream {
       tokensIn: charged.inputTokens,
       tokensOut: charged.outputTokens,
       requestId: this.call.requestId,
+      events: completed ? [chatFinishedEvent(this.call, completionId, model.id, charged, [model.id])] : [],
     });
     await this.platform.limiter.recordUsage(this.call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
-    if (completed) await recordChatFinished(this.platform, this.call, completionId, model.id, charged, [model.id]);
     return charged;
   }
 }
 
-/** chat.completion.finished, through the outbox like every event. */
-export function recordChatFinished(platform: Pick<Platform, 'db'>, call: Pick<MeteredCall, 'developerId' | 'customer' | 'requestId'>, completionId: string, model: string, usage: Usage, tried: string[]) {
-  return recordEvent(platform.db, call.developerId, 'chat.completion.finished', {
-    request_id: call.requestId,
-    completion_id: completionId,
-    model,
-    customer_id: call.customer?.id ?? null,
-    usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens },
-    ...(tried.length > 1 && { models_tried: tried }),
-  });
+/** chat.completion.finished, committed with the completion's charge (Settlement.events). */
+export function chatFinishedEvent(call: Pick<MeteredCall, 'customer' | 'requestId'>, completionId: string, model: string, usage: Usage, tried: string[]): SettlementEvent {
+  return {
+    type: 'chat.completion.finished',
+    data: {
+      request_id: call.requestId,
+      completion_id: completionId,
+      model,
+      customer_id: call.customer?.id ?? null,
+      usage: { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens },
+      ...(tried.length > 1 && { models_tried: tried }),
+    },
+  };
 }
 
 /** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */

@@ -3,8 +3,9 @@ import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import type { Logger } from '../logger.js';
 import type { Platform } from '../platform/platform.js';
-import { UpstreamError } from '../providers/types.js';
-import { recordChatFinished } from './chat-stream.js';
+import { UpstreamError, type Usage } from '../providers/types.js';
+import type { SettlementEvent } from '../billing/meter.js';
+import { chatFinishedEvent } from './chat-stream.js';
 import { chatRequestFor, completionObject, newCompletionId, translateUpstream, withRetries, type ChatInput, type ChatTarget } from './chat.js';
 import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from './json-schema.js';
 import { messageTexts, moderateInline, moderates } from './moderations.js';
@@ -41,8 +42,9 @@ export interface CompletedChat {
 /**
  * A non-streaming chat completion, the same for a synchronous call and a batch line: each cascade
  * entry in turn, each reserved and settled on its own, the next (dearer) entry only when a
- * provider failed, never when the request itself was refused. Records chat.completion.finished,
- * or request.failed_after_retry when retries ran out.
+ * provider failed, never when the request itself was refused. chat.completion.finished commits
+ * with the charge of the completion that answers (so a batch line run again records it once);
+ * request.failed_after_retry is recorded when retries ran out.
  */
 export async function completeChat(platform: Platform, call: MeteredCall, input: ChatInput, targets: ChatTarget[], options: CompleteChatOptions): Promise<CompletedChat> {
   // Inline moderation of the prompt runs before any model is called, so a flagged prompt costs nothing.
@@ -50,18 +52,18 @@ export async function completeChat(platform: Platform, call: MeteredCall, input:
     await moderateInline(platform, call, messageTexts(input.messages), { stage: 'pre', signal: options.signal, chatModel: targets[0]?.resolution.model.id, ...(options.billingKey && { billingKey: options.billingKey }) });
   }
   const tried: string[] = [];
+  const completionId = newCompletionId();
   for (const [position, target] of targets.entries()) {
     const model = target.resolution.model;
     tried.push(model.id);
     try {
-      const settled = await completeWithModel(platform, call, input, target, options, position);
+      const settled = await completeWithModel(platform, call, input, target, options, position, (usage) => chatFinishedEvent(call, completionId, model.id, usage, [...tried]));
       // Post moderation checks what was generated; the completion stays billed (the provider did the work).
       if (moderates(input.moderation, 'post')) {
         const output = settled.result.content ?? '';
         await moderateInline(platform, call, output.trim() ? [output] : [], { stage: 'post', signal: options.signal, chatModel: model.id, ...(options.billingKey && { billingKey: options.billingKey }) });
       }
-      const body = completionObject(newCompletionId(), Math.floor(Date.now() / 1000), model.id, settled.result);
-      await recordChatFinished(platform, call, body.id, model.id, settled.result.usage, tried);
+      const body = completionObject(completionId, Math.floor(Date.now() / 1000), model.id, settled.result);
       return { body, target, tried, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
     } catch (error) {
       const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
@@ -83,7 +85,15 @@ export async function completeChat(platform: Platform, call: MeteredCall, input:
  * the output is validated and re-prompted with what was wrong, at most SCHEMA_REPROMPTS times;
  * then 422 response_schema_validation_failed (the attempts made are billed: they were made).
  */
-async function completeWithModel(platform: Platform, call: MeteredCall, input: ChatInput, target: ChatTarget, options: CompleteChatOptions, position: number) {
+async function completeWithModel(
+  platform: Platform,
+  call: MeteredCall,
+  input: ChatInput,
+  target: ChatTarget,
+  options: CompleteChatOptions,
+  position: number,
+  finishedEvent: (usage: Usage) => SettlementEvent,
+) {
   const model = target.resolution.model;
   const format = input.options.responseFormat;
   const factor = options.priceFactor ?? 1;
@@ -91,19 +101,23 @@ async function completeWithModel(platform: Platform, call: MeteredCall, input: C
   let attemptInput = input;
   for (let attempt = 0; ; attempt++) {
     const reserve = Math.ceil(maxChatCostMicros(target, attemptInput) * factor);
+    let check: ReturnType<typeof checkAgainstSchema> | undefined;
     const settled = await runMeteredCall(
       platform,
       call,
       reserve,
       async () => {
         const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, attemptInput, options.signal)), deadline, options.signal);
+        if (format?.type === 'json_schema' && !result.toolCalls?.length) check = checkAgainstSchema(result.content, format.json_schema.schema);
         return { result, model: model.id, costMicros: Math.round(costMicros(model, result.usage) * factor), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
       },
-      { ...(options.billingKey && { idempotencyKey: `${options.billingKey}:${position}:${attempt}` }) },
+      {
+        ...(options.billingKey && { idempotencyKey: `${options.billingKey}:${position}:${attempt}` }),
+        // The attempt that answers the request records chat.completion.finished in its own charge's statement.
+        events: (outcome) => (check === undefined || check.ok ? [finishedEvent(outcome.result.usage)] : []),
+      },
     );
-    if (format?.type !== 'json_schema' || settled.result.toolCalls?.length) return settled;
-    const check = checkAgainstSchema(settled.result.content, format.json_schema.schema);
-    if (check.ok) return settled;
+    if (check === undefined || check.ok) return settled;
     if (attempt >= SCHEMA_REPROMPTS) throw serviceError('response_schema_validation_failed', { message: `The output did not match the json_schema after ${attempt + 1} attempts: ${check.problems}.` });
     attemptInput = { ...input, messages: reprompt(input.messages, settled.result.content, check.problems) };
   }
