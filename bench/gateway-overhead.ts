@@ -5,6 +5,7 @@
  * both ways. Emulator and gateway each run as their own process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import pg from 'pg';
 import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
@@ -90,9 +91,12 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     await openLoop(directCall, 100, 2);
     await openLoop(gatewayCall, 100, 3);
     const rows = [];
+    let gatewayRequests = 0;
+    const before = await databaseWork(options.databaseUrl);
     for (const rate of options.rates) {
       const base = await openLoop(directCall, rate, options.seconds);
       const via = await openLoop(gatewayCall, rate, options.seconds);
+      gatewayRequests += via.completed;
       const b = base.latenciesMs.sort((x, y) => x - y);
       const g = via.latenciesMs.sort((x, y) => x - y);
       rows.push({
@@ -110,6 +114,10 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     }
     console.log(`gateway overhead: non-streaming chat completions, open loop, ${options.seconds} s per rate and target`);
     console.table(rows);
+    const after = await databaseWork(options.databaseUrl);
+    console.log(
+      `PostgreSQL work per gateway request: ${((after.commits - before.commits) / gatewayRequests).toFixed(2)} commits, ${((after.rowsWritten - before.rowsWritten) / gatewayRequests).toFixed(2)} rows written`,
+    );
 
     const ttfb = async (pool: Pool, path: string, authorization: string, model: string) => {
       const times: number[] = [];
@@ -137,5 +145,20 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     await through.close();
     await stopChild(gateway);
     await stopChild(emulator);
+  }
+}
+
+/** Commits and rows written in the bench database so far (PostgreSQL's cumulative statistics, flushed first). */
+async function databaseWork(databaseUrl: string): Promise<{ commits: number; rowsWritten: number }> {
+  await new Promise((resolve) => setTimeout(resolve, 1_500)); // backends flush their statistics about once a second
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ commits: string; written: string }>(
+      'SELECT xact_commit AS commits, tup_inserted + tup_updated + tup_deleted AS written FROM pg_stat_database WHERE datname = current_database()',
+    );
+    return { commits: Number(rows[0]!.commits), rowsWritten: Number(rows[0]!.written) };
+  } finally {
+    await client.end();
   }
 }
