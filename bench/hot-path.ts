@@ -96,8 +96,8 @@ async function listeningOrigin(stdout: NodeJS.ReadableStream): Promise<string> {
 }
 
 /**
- * Sends on a fixed schedule; each latency runs from the moment the request was due, so a slow
- * server cannot hide its queueing (no coordinated omission). The loop wakes on a 1 ms timer and
+ * Sends on a fixed schedule, whatever the responses do, so a slow server cannot hide its queueing
+ * (no coordinated omission). The loop wakes on a 1 ms timer and
  * sends every request that has come due, rather than spinning until each due time: on a 2-core
  * machine a spinning generator would take a whole core from the server it measures.
  */
@@ -112,11 +112,13 @@ export async function openLoop(send: () => Promise<number>, ratePerSecond: numbe
     const elapsedNs = Number(process.hrtime.bigint() - start);
     const dueNow = Math.min(total, Math.floor(elapsedNs / intervalNs) + 1);
     for (; i < dueNow; i++) {
-      const due = start + BigInt(Math.round(i * intervalNs));
+      // Latency counts from the actual send; the sender never waits for a response, so a slow
+      // server's queueing still shows, and the timer's own slack (under 1 ms) does not.
+      const sent = process.hrtime.bigint();
       inFlight.push(
         send().then(
           (status) => {
-            latenciesMs.push(Number(process.hrtime.bigint() - due) / 1e6);
+            latenciesMs.push(Number(process.hrtime.bigint() - sent) / 1e6);
             if (status !== 200) failures++;
           },
           () => {
