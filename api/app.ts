@@ -19,6 +19,7 @@ import { rerankRoutes } from './routes/rerank.js';
 import { clientTokenRoutes } from './routes/client-tokens.js';
 import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
+import { webhookRoutes } from './routes/webhooks.js';
 
 /**
  * The gateway's HTTP front door. Order matters: the request id first (every response carries it),
@@ -72,6 +73,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(rerankRoutes(platform));
   app.use(mediaRoutes(platform));
   app.use(clientTokenRoutes(platform));
+  app.use(webhookRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);
 

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the front door's speed, the governance hot path at a fixed arrival rate, and the
- * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|gateway|cpu runs one).
+ * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu runs one).
  * The API runs as its own process (as in production) on a bench database; autocannon loads it
  * from this process over loopback. Figures are printed, never asserted.
  */
@@ -19,13 +19,14 @@ import { cosineTopK } from '../shared/scoring/cosine.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { runGatewayOverheadBench } from './gateway-overhead.js';
 import { runHotPathBench } from './hot-path.js';
+import { runWebhookBench } from './webhooks.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|cpu runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -84,6 +85,16 @@ if (runs('gateway')) {
     databaseUrl: benchDatabase.toString(),
     rates: (process.env.BENCH_GATEWAY_RATES ?? '200,500,1000').split(',').map(Number),
     seconds: Number(process.env.BENCH_GATEWAY_SECONDS ?? 10),
+  });
+}
+
+if (runs('webhooks')) {
+  console.log('');
+  await runWebhookBench(base, {
+    databaseUrl: benchDatabase.toString(),
+    events: Number(process.env.BENCH_WEBHOOK_EVENTS ?? 10_000),
+    ratePerSecond: Number(process.env.BENCH_WEBHOOK_RATE ?? 500),
+    endpoints: Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 1),
   });
 }
 

@@ -154,6 +154,16 @@ const CATALOG = {
   platform_not_configured: { status: 503, type: 'api_error', message: 'No upstream credentials are configured for the resolved model.' },
   upstream_unavailable: { status: 503, type: 'api_error', message: 'The provider failed and no cascade entry succeeded. Retry with backoff.' },
 
+  // Webhooks (spec 1, "Webhooks").
+  invalid_url: { status: 400, type: 'invalid_request_error', message: 'url is required: an https URL of your receiver.' },
+  insecure_webhook_url: { status: 400, type: 'invalid_request_error', message: 'url must use https.' },
+  malformed_webhook_url: { status: 400, type: 'invalid_request_error', message: 'url is not a valid URL, or its host is private or otherwise unsafe.' },
+  empty_events: { status: 400, type: 'invalid_request_error', message: 'events must be a non-empty array of event types.' },
+  unknown_event_type: { status: 400, type: 'invalid_request_error', message: 'events names a type that is not registered.' },
+  invalid_rotation_grace: { status: 400, type: 'invalid_request_error', message: 'rotation_grace_minutes must be an integer from 0 to 10080 (7 days).' },
+  webhook_url_in_use: { status: 409, type: 'conflict_error', message: 'Another webhook endpoint of this developer already has that url.' },
+  invalid_status_transition: { status: 400, type: 'invalid_request_error', message: 'That status change is not allowed.' },
+  delivery_not_retryable: { status: 409, type: 'conflict_error', message: 'Only a dead delivery can be retried.' },
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -2,6 +2,7 @@ import { releaseExpiredHolds } from '../shared/billing/meter.js';
 import { purgeExpiredClientTokens } from '../shared/client-tokens/client-tokens.js';
 import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
 import type { Platform } from '../shared/platform/platform.js';
+import { webhookConsumerDefinitions } from './webhook-consumers.js';
 
 /**
  * The BullMQ consumers this process runs, each a thin adapter over domain code, and the
@@ -23,6 +24,7 @@ export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
       process: async () => ({ deleted: await purgeExpiredClientTokens(platform.db) }),
       options: { concurrency: 1 },
     },
+    ...webhookConsumerDefinitions(platform),
   ];
 }
 

@@ -4,6 +4,8 @@ import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
 import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
 import { bundleWorkflows, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
+import { scheduleWebhookJobs } from '../shared/webhooks/delivery.js';
+import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 
 const config = loadConfig();
 const platform = createPlatform(config, 'worker');
@@ -16,6 +18,8 @@ const { worker, connection } = await createTemporalWorker(platform, { bundle });
 const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
 const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
 await scheduleRecurringJobs(platform.queues);
+await scheduleWebhookJobs(platform.queues, config);
+const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');
 
@@ -33,6 +37,7 @@ try {
   // Resolves once shutdown() has let in-flight workflow and activity tasks finish.
   await worker.run();
 } finally {
+  await outboxListener.close();
   await Promise.allSettled(consumers.map((consumer) => consumer.close()));
   await Promise.allSettled([blockingRedis.quit(), connection.close()]);
   await platform.close();

@@ -4,4 +4,4 @@
  * of activities, never shared/ runtime code. Batches, webhook delivery, reindex and the other long
  * operations of the specs add their workflows here.
  */
-export {};
+export { webhookDeliveryWorkflow } from './webhook-delivery.js';

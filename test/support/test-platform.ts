@@ -16,6 +16,8 @@ export interface TestPlatform {
   baseUrl: string;
   /** A unique suffix of this platform's database, Redis prefix and task queue. */
   tag: string;
+  /** The environment this platform's config was loaded from, for a process that should join it (a worker). */
+  env: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -30,15 +32,15 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
   await withServer(base.DATABASE_URL, (client) =>
     client.query(`CREATE DATABASE ${client.escapeIdentifier(database)} TEMPLATE ${client.escapeIdentifier(inject('templateDatabase'))}`),
   );
-  const config = loadConfig({
-    ...process.env,
+  const platformEnv = {
     DATABASE_URL: serverUrl(base.DATABASE_URL, database),
     REDIS_KEY_PREFIX: `svct:${tag}`,
     TEMPORAL_TASK_QUEUE: `svct-${tag}`,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     CPU_POOL_THREADS: '1',
     ...env,
-  });
+  };
+  const config = loadConfig({ ...process.env, ...platformEnv });
   const platform = createPlatform(config, 'test');
   await platform.ready;
   const server: http.Server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
@@ -48,6 +50,7 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
     platform,
     baseUrl: httpServerUrl(server),
     tag,
+    env: Object.fromEntries(Object.entries({ ...process.env, ...platformEnv }).filter((entry): entry is [string, string] => entry[1] !== undefined)),
     async close() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
