@@ -20,6 +20,7 @@ import { clientTokenRoutes } from './routes/client-tokens.js';
 import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { fileRoutes } from './routes/files.js';
 
 /**
  * The gateway's HTTP front door. Order matters: the request id first (every response carries it),
@@ -74,6 +75,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(mediaRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(webhookRoutes(platform));
+  app.use(fileRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);
 

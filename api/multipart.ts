@@ -1,4 +1,5 @@
 import busboy from 'busboy';
+import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import { serviceError } from '../shared/errors.js';
 
@@ -51,6 +52,96 @@ export function readMultipart(req: Request, maxFileBytes: number): Promise<Multi
     parser.on('close', () => {
       if (!failed) resolve(body);
     });
+    req.pipe(parser);
+  });
+}
+
+/** What readMultipartStreaming hands back: the text fields, and what `storeFile` made of the file part. */
+export interface StreamedMultipart<T> {
+  fields: Record<string, string>;
+  file?: T;
+  /** True when a part named `file` arrived without a filename (a plain field, not a file). */
+  fileWithoutName: boolean;
+}
+
+export interface StreamingOptions<T> {
+  maxFileBytes: number;
+  /** Runs on each text field as it arrives; throwing refuses the upload before its bytes are read. */
+  checkField?: (name: string, value: string) => void;
+  /** Consumes the `file` part's stream (to storage); its failure fails the whole read. */
+  storeFile: (stream: Readable, info: { filename: string; mimeType: string }) => Promise<T>;
+}
+
+/**
+ * Reads a multipart body whose file part may be large (uploads up to FILES_MAX_BYTES): the file
+ * streams into `storeFile` as it arrives, never whole in memory. A file over the limit is refused
+ * with 413 request_too_large as soon as it passes it. When the read fails after `storeFile`
+ * succeeded, the stored result is passed to `discard` so nothing is left behind.
+ */
+export function readMultipartStreaming<T>(req: Request, options: StreamingOptions<T>, discard: (stored: T) => Promise<void>): Promise<StreamedMultipart<T>> {
+  if (!req.is('multipart/form-data')) return Promise.reject(serviceError('invalid_multipart'));
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      // One byte over the limit, so a file of exactly maxFileBytes passes (busboy flags a file that reaches its limit).
+      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: options.maxFileBytes + 1, fields: 32, fieldSize: 64 * 1024 } });
+    } catch {
+      reject(serviceError('invalid_multipart'));
+      return;
+    }
+    const body: StreamedMultipart<T> = { fields: {}, fileWithoutName: false };
+    let storing: Promise<T | undefined> | undefined;
+    let fileStream: Readable | undefined;
+    let failed = false;
+    const fail = (error: unknown) => {
+      if (failed) return;
+      failed = true;
+      fileStream?.destroy(error instanceof Error ? error : new Error(String(error)));
+      req.unpipe(parser);
+      req.resume();
+      void storing?.then((stored) => (stored === undefined ? undefined : discard(stored))).catch(() => undefined);
+      reject(error);
+    };
+    parser.on('field', (name, value) => {
+      if (name === 'file') body.fileWithoutName = true;
+      body.fields[name] = value;
+      try {
+        options.checkField?.(name, value);
+      } catch (error) {
+        fail(error);
+      }
+    });
+    parser.on('file', (name, stream, info) => {
+      if (name !== 'file' || storing || failed) {
+        stream.resume();
+        return;
+      }
+      if (!info.filename) {
+        stream.resume();
+        fail(serviceError('missing_filename', { param: 'file' }));
+        return;
+      }
+      fileStream = stream;
+      stream.on('limit', () => fail(serviceError('request_too_large', { message: `The file is larger than ${options.maxFileBytes} bytes.` })));
+      storing = options.storeFile(stream, { filename: info.filename, mimeType: info.mimeType }).then(
+        (stored) => {
+          body.file = stored;
+          return stored;
+        },
+        (error: unknown) => {
+          fail(error);
+          return undefined;
+        },
+      );
+    });
+    parser.on('error', () => fail(serviceError('invalid_multipart')));
+    parser.on('close', () => {
+      // A failure meanwhile has already rejected and discarded what was stored.
+      void (storing ?? Promise.resolve(undefined)).then(() => {
+        if (!failed) resolve(body);
+      });
+    });
+    req.on('aborted', () => fail(serviceError('invalid_multipart', { message: 'The upload was interrupted.' })));
     req.pipe(parser);
   });
 }

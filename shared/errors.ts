@@ -164,6 +164,9 @@ const CATALOG = {
   webhook_url_in_use: { status: 409, type: 'conflict_error', message: 'Another webhook endpoint of this developer already has that url.' },
   invalid_status_transition: { status: 400, type: 'invalid_request_error', message: 'That status change is not allowed.' },
   delivery_not_retryable: { status: 409, type: 'conflict_error', message: 'Only a dead delivery can be retried.' },
+  // Files and batches (spec 1, "Assistants, threads, runs, batches, files").
+  missing_purpose: { status: 400, type: 'invalid_request_error', message: 'purpose is required: batch, attachments, vision, assistants or user_data.' },
+  invalid_purpose: { status: 400, type: 'invalid_request_error', message: 'purpose must be one of batch, attachments, vision, assistants, user_data.' },
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -3,6 +3,8 @@ import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import { newCompletionId, parseChatInput, planChat, translateUpstream, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
 import { MeteredChatStream } from '../../shared/inference/chat-stream.js';
 import { CALL_DEADLINE_MS, completeChat } from '../../shared/inference/complete-chat.js';
+import { fileStorageFor } from '../../shared/files/storage.js';
+import { resolveFileParts } from '../../shared/inference/file-parts.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
 import { messageTexts, moderateInline, moderates } from '../../shared/inference/moderations.js';
 import { resolutionContextFor } from '../../shared/models/definitions.js';
@@ -13,9 +15,11 @@ import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders, ty
 export function chatRoutes(platform: Platform): Router {
   const router = Router();
   const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
+  const files = fileStorageFor(platform.config);
   router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
-    const input = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
+    const parsed = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
     const call = meteredCallOf(req);
+    const input = { ...parsed, messages: await resolveFileParts(platform.db, files, call.developerId, parsed.messages) };
     const targets = await planChat(input, resolutionContextFor(platform, call.developerId), platform.providers);
     const key = req.get('idempotency-key');
     if (input.stream) {

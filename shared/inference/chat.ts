@@ -155,7 +155,7 @@ function withoutPayloads(key: string, value: unknown): unknown {
 }
 
 const MB = 1024 * 1024;
-const PART_LIMITS = { imagesPerMessage: 2, documentsPerMessage: 2, imageBytes: 20 * MB, documentBytes: 20 * MB, audioBytes: 25 * MB };
+export const PART_LIMITS = { imagesPerMessage: 2, documentsPerMessage: 2, imageBytes: 20 * MB, documentBytes: 20 * MB, audioBytes: 25 * MB };
 
 /** Bytes a base64 payload decodes to, without decoding it. */
 const decodedBytes = (base64: string) => Math.floor((base64.length * 3) / 4) - (base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0);
@@ -168,7 +168,8 @@ function dataUrlPayload(url: string): { mediaType: string; base64: string } | un
 /**
  * Spec 1's content limits, checked before capabilities: two images and two PDF documents per
  * message, 20 MB each decoded, audio 25 MB decoded. Images are data URLs or https URLs (passed
- * through unmeasured); documents are PDF data only. File references need the files API.
+ * through unmeasured); documents are PDF data only. File references (svc_file:<id>, file_id) are
+ * counted here and checked when resolved (file-parts.ts).
  */
 function checkPartLimits(message: ChatMessage, index: number): void {
   if (!Array.isArray(message.content)) return;
@@ -184,7 +185,8 @@ function checkPartLimits(message: ChatMessage, index: number): void {
         const url = (part.image_url as { url?: unknown } | undefined)?.url;
         if (typeof url !== 'string') throw serviceError('invalid_content_part', { param, message: 'An image_url part needs image_url.url.' });
         if (++images > PART_LIMITS.imagesPerMessage) throw serviceError('content_part_limit_exceeded', { param });
-        if (url.startsWith('svc_file:')) throw serviceError('invalid_content_part', { param, message: 'File references need the files API, which this gateway does not offer yet; send a data URL or an https URL.' });
+        // A file reference is checked (owner, size, kind) when it is resolved: see file-parts.ts.
+        if (url.startsWith('svc_file:')) break;
         const payload = dataUrlPayload(url);
         if (payload) {
           if (!payload.mediaType.startsWith('image/')) throw serviceError('invalid_content_part', { param, message: `An image part cannot carry ${payload.mediaType}.` });
@@ -194,7 +196,11 @@ function checkPartLimits(message: ChatMessage, index: number): void {
       }
       case 'file': {
         const file = (part.file ?? {}) as { file_data?: unknown; file_id?: unknown };
-        if (typeof file.file_data !== 'string') throw serviceError('invalid_content_part', { param, message: 'A file part needs file_data (file_id references need the files API, not offered yet).' });
+        if (typeof file.file_id === 'string') {
+          if (++documents > PART_LIMITS.documentsPerMessage) throw serviceError('content_part_limit_exceeded', { param });
+          break;
+        }
+        if (typeof file.file_data !== 'string') throw serviceError('invalid_content_part', { param, message: 'A file part needs file_data (a PDF data URL) or file_id (an uploaded file).' });
         const payload = dataUrlPayload(file.file_data);
         if (!payload || payload.mediaType !== 'application/pdf') throw serviceError('invalid_content_part', { param, message: 'Document parts must be application/pdf data.' });
         if (++documents > PART_LIMITS.documentsPerMessage) throw serviceError('content_part_limit_exceeded', { param });
