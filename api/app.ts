@@ -21,6 +21,7 @@ import { customerRoutes } from './routes/customers.js';
 import { systemRoutes } from './routes/system.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { fileRoutes } from './routes/files.js';
+import { batchRoutes } from './routes/batches.js';
 
 /**
  * The gateway's HTTP front door. Order matters: the request id first (every response carries it),
@@ -76,6 +77,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(clientTokenRoutes(platform));
   app.use(webhookRoutes(platform));
   app.use(fileRoutes(platform));
+  app.use(batchRoutes(platform));
   app.use(dashboardRoutes(platform));
   for (const router of options.routes ?? []) app.use(router);
 

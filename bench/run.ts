@@ -19,6 +19,7 @@ import { cosineTopK } from '../shared/scoring/cosine.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { runGatewayOverheadBench } from './gateway-overhead.js';
 import { runHotPathBench } from './hot-path.js';
+import { runBatchBench } from './batch.js';
 import { runWebhookBench } from './webhooks.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -95,6 +96,17 @@ if (runs('webhooks')) {
     events: Number(process.env.BENCH_WEBHOOK_EVENTS ?? 10_000),
     ratePerSecond: Number(process.env.BENCH_WEBHOOK_RATE ?? 500),
     endpoints: Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 1),
+  });
+}
+
+if (runs('batch')) {
+  // Its own Temporal dev server, database and processes (bench/batch.ts).
+  console.log('');
+  await runBatchBench({
+    databaseUrl: base.DATABASE_URL,
+    lines: Number(process.env.BENCH_BATCH_LINES ?? 50_000),
+    latencyMs: Number(process.env.BENCH_BATCH_LATENCY_MS ?? 20),
+    dataDir: base.dataDir,
   });
 }
 

@@ -97,8 +97,8 @@ async function ensureTemporal(config: Config): Promise<string> {
   return server.address;
 }
 
-function spawnNode(script: string, env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'inherit', env });
+function spawnNode(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], { stdio: 'inherit', env });
   children.push(child);
   child.once('exit', (code, signal) => {
     if (stopping) return;
@@ -110,7 +110,9 @@ function spawnNode(script: string, env: NodeJS.ProcessEnv): ChildProcess {
 
 async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()) };
-  spawnNode('workers/main.ts', env);
+  // The worker streams (batch files, deliveries): a capped heap keeps its memory flat instead of
+  // letting V8 grow toward its default ceiling. `npm run serve:worker` and the Dockerfile use the same cap.
+  spawnNode('workers/main.ts', env, ['--max-old-space-size=256']);
   spawnNode('api/main.ts', env);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
   const lines = [

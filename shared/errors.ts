@@ -164,9 +164,16 @@ const CATALOG = {
   webhook_url_in_use: { status: 409, type: 'conflict_error', message: 'Another webhook endpoint of this developer already has that url.' },
   invalid_status_transition: { status: 400, type: 'invalid_request_error', message: 'That status change is not allowed.' },
   delivery_not_retryable: { status: 409, type: 'conflict_error', message: 'Only a dead delivery can be retried.' },
+
   // Files and batches (spec 1, "Assistants, threads, runs, batches, files").
   missing_purpose: { status: 400, type: 'invalid_request_error', message: 'purpose is required: batch, attachments, vision, assistants or user_data.' },
   invalid_purpose: { status: 400, type: 'invalid_request_error', message: 'purpose must be one of batch, attachments, vision, assistants, user_data.' },
+  missing_input_file_id: { status: 400, type: 'invalid_request_error', message: 'input_file_id is required: the id of a file uploaded with purpose batch.' },
+  input_file_wrong_purpose: { status: 400, type: 'invalid_request_error', message: 'The input file was not uploaded with purpose batch.' },
+  invalid_endpoint: { status: 400, type: 'invalid_request_error', message: 'endpoint must be /v1/chat/completions, /v1/embeddings or /v1/moderations.' },
+  invalid_completion_window: { status: 400, type: 'invalid_request_error', message: 'completion_window must be 24h.' },
+  batch_not_cancellable: { status: 409, type: 'conflict_error', message: 'Only a batch that is validating or in progress can be cancelled.' },
+
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -1,5 +1,6 @@
 import type { Platform } from '../shared/platform/platform.js';
 import { createWebhookActivities } from './webhook-activities.js';
+import { createBatchActivities } from './batch-activities.js';
 
 /**
  * Activities are thin adapters over domain code, made by a factory over the process's shared
@@ -8,5 +9,6 @@ import { createWebhookActivities } from './webhook-activities.js';
 export function createActivities(platform: Platform): Record<string, (...args: never[]) => Promise<unknown>> {
   return {
     ...createWebhookActivities(platform),
+    ...createBatchActivities(platform),
   };
 }

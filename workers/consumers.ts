@@ -3,6 +3,7 @@ import { purgeExpiredClientTokens } from '../shared/client-tokens/client-tokens.
 import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
 import type { Platform } from '../shared/platform/platform.js';
 import { webhookConsumerDefinitions } from './webhook-consumers.js';
+import { batchConsumerDefinitions } from './batch-consumers.js';
 
 /**
  * The BullMQ consumers this process runs, each a thin adapter over domain code, and the
@@ -25,6 +26,7 @@ export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
       options: { concurrency: 1 },
     },
     ...webhookConsumerDefinitions(platform),
+    ...batchConsumerDefinitions(platform),
   ];
 }
 

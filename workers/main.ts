@@ -3,9 +3,10 @@ import { createPlatform } from '../shared/platform/platform.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
 import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
-import { bundleWorkflows, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 import { scheduleWebhookJobs } from '../shared/webhooks/delivery.js';
+import { scheduleBatchJobs } from './batch-consumers.js';
 import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
+import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
 const config = loadConfig();
 const platform = createPlatform(config, 'worker');
@@ -13,12 +14,14 @@ const { logger } = platform;
 await platform.ready;
 installTemporalLogging(logger);
 
-const bundle = await bundleWorkflows();
+// Bundled by a child process, so webpack's memory peak is not the worker's.
+const bundle = await bundleWorkflowsInChildProcess();
 const { worker, connection } = await createTemporalWorker(platform, { bundle });
 const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
 const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
 await scheduleRecurringJobs(platform.queues);
 await scheduleWebhookJobs(platform.queues, config);
+await scheduleBatchJobs(platform.queues);
 const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');

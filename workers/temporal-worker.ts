@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from '../shared/logger.js';
@@ -5,6 +9,7 @@ import type { Platform } from '../shared/platform/platform.js';
 import { createActivities } from './activities.js';
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+const BUNDLER_PATH = fileURLToPath(new URL('./bundle-workflows.ts', import.meta.url));
 
 /**
  * Routes the Temporal SDK's own log lines (worker state, task failures) into the process's JSON
@@ -31,6 +36,26 @@ let temporalLoggingInstalled = false;
 /** Bundles the workflow code once; every Worker of the process reuses the bundle. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger });
+}
+
+/**
+ * The same bundle, made by a child process (workers/bundle-workflows.ts): webpack peaks at a few
+ * hundred MB, and a resident high-water mark never comes down, so the long-running worker process
+ * keeps its own peak to what its work needs.
+ */
+export async function bundleWorkflowsInChildProcess(): Promise<WorkflowBundleWithSourceMap> {
+  const directory = await mkdtemp(path.join(os.tmpdir(), 'svc-workflow-bundle-'));
+  const target = path.join(directory, 'bundle.json');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(process.execPath, [...process.execArgv, BUNDLER_PATH, target], { stdio: ['ignore', 'inherit', 'inherit'] });
+      child.once('error', reject);
+      child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`the workflow bundler exited with code ${code}, signal ${signal}`))));
+    });
+    return JSON.parse(await readFile(target, 'utf8')) as WorkflowBundleWithSourceMap;
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
 }
 
 export interface TemporalWorkerOptions {

@@ -5,3 +5,4 @@
  * operations of the specs add their workflows here.
  */
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
+export { batchWorkflow } from './batch.js';

@@ -3,6 +3,10 @@ import { serviceError } from '../errors.js';
 import { CATALOG, embeddingModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
+import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import type { Platform } from '../platform/platform.js';
+import { translateUpstream, withRetries } from './chat.js';
+import { costMicros } from './pricing.js';
 
 /**
  * POST /v1/embeddings, up to the provider call: bare model ids (spec 1's nine, default
@@ -73,4 +77,50 @@ export function encodeEmbedding(vector: number[], encoding: 'float' | 'base64'):
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
   return bytes.toString('base64');
+}
+
+/** How long one embeddings call may take, retries included. */
+export const EMBEDDINGS_DEADLINE_MS = 60_000;
+
+export interface CreateEmbeddingsOptions {
+  signal: AbortSignal;
+  /** Makes the charge idempotent (a batch line run again is never charged twice), e.g. `batch:<id>:<custom_id>`. */
+  billingKey?: string;
+  /** Multiplies the provider price (batches from 10 requests up pay half). Default 1. */
+  priceFactor?: number;
+}
+
+/**
+ * One embeddings call, reserved and settled like every metered call; the same for POST
+ * /v1/embeddings and a batch line. Returns the response body in the OpenAI wire shape.
+ */
+export async function createEmbeddings(platform: Pick<Platform, 'db' | 'config' | 'limiter'>, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
+  const factor = options.priceFactor ?? 1;
+  const maxCost = Math.ceil(costMicros(plan.model, { inputTokens: maxEmbeddingTokens(plan.input), outputTokens: 0 }) * factor);
+  const settled = await runMeteredCall(
+    platform,
+    call,
+    maxCost,
+    async () => {
+      const result = await withRetries(
+        () => plan.adapter.embeddings!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, ...(plan.dimensions && { dimensions: plan.dimensions }), signal: options.signal }),
+        Date.now() + EMBEDDINGS_DEADLINE_MS,
+        options.signal,
+      );
+      return { result, model: plan.model.id, costMicros: Math.round(costMicros(plan.model, { inputTokens: result.usage.inputTokens, outputTokens: 0 }) * factor), tokensIn: result.usage.inputTokens, tokensOut: 0 };
+    },
+    { ...(options.billingKey && { idempotencyKey: options.billingKey }) },
+  ).catch((error: unknown) => {
+    throw translateUpstream(error);
+  });
+  return {
+    body: {
+      object: 'list' as const,
+      data: settled.result.embeddings.map((vector, index) => ({ object: 'embedding' as const, index, embedding: encodeEmbedding(vector, plan.encoding) })),
+      model: plan.model.model,
+      usage: { prompt_tokens: settled.result.usage.inputTokens, total_tokens: settled.result.usage.inputTokens },
+    },
+    deductedMicros: settled.deductedMicros,
+    balanceAfterMicros: settled.balanceAfterMicros,
+  };
 }

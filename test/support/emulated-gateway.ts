@@ -32,6 +32,8 @@ export async function startEmulatedGateway(env: Record<string, string> = {}): Pr
     clearFaults: () => fetch(`${emulatorUrl}/_emulator/faults`, { method: 'DELETE' }),
     async close() {
       await gateway.close();
+      // A request the gateway aborted (a cancelled batch line) can leave a socket that would hold close() for a minute.
+      emulator.closeAllConnections();
       await new Promise((resolve) => emulator.close(resolve));
     },
   };

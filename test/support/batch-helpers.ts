@@ -1,0 +1,85 @@
+import { createTemporalWorker, bundleWorkflows } from '../../workers/temporal-worker.js';
+import type { Platform } from '../../shared/platform/platform.js';
+import { bearer, call, type TestPlatform } from './test-platform.js';
+
+/** Helpers of the batch suites: uploads, polling, reading result files, an in-process worker. */
+
+export interface BatchLine {
+  custom_id: string;
+  method: string;
+  url: string;
+  body: Record<string, unknown>;
+}
+
+export const chatLine = (customId: string, content = `Say something about ${customId}`, model = 'svc:openai/gpt-4o-mini'): BatchLine => ({
+  custom_id: customId,
+  method: 'POST',
+  url: '/v1/chat/completions',
+  body: { model, messages: [{ role: 'user', content }], max_tokens: 30 },
+});
+
+export const jsonl = (lines: unknown[]) => lines.map((line) => (typeof line === 'string' ? line : JSON.stringify(line))).join('\n') + '\n';
+
+export async function uploadFile(gateway: TestPlatform, key: string, content: string, purpose = 'batch', filename = 'batch.jsonl'): Promise<string> {
+  const body = new FormData();
+  body.append('purpose', purpose);
+  body.append('file', new Blob([content]), filename);
+  const created = await call(gateway.baseUrl, '/v1/files', { method: 'POST', body, headers: bearer(key) });
+  if (created.status !== 200) throw new Error(`upload failed: ${created.status} ${created.text}`);
+  return created.body.id;
+}
+
+export async function createBatch(gateway: TestPlatform, key: string, inputFileId: string, endpoint = '/v1/chat/completions') {
+  const created = await call(gateway.baseUrl, '/v1/batches', { method: 'POST', json: { input_file_id: inputFileId, endpoint, completion_window: '24h' }, headers: bearer(key) });
+  if (created.status !== 200) throw new Error(`batch create failed: ${created.status} ${created.text}`);
+  return created.body;
+}
+
+export async function getBatch(gateway: TestPlatform, key: string, id: string) {
+  return (await call(gateway.baseUrl, `/v1/batches/${id}`, { headers: bearer(key) })).body;
+}
+
+/** Polls until `done(value)`; fails with the last value seen when the deadline passes. */
+export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 120_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await read();
+  while (!done(last)) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last).slice(0, 2_000)}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+    last = await read();
+  }
+  return last;
+}
+
+const TERMINAL = ['completed', 'failed', 'expired', 'cancelled'];
+export const waitForBatchEnd = (gateway: TestPlatform, key: string, id: string, timeoutMs?: number) =>
+  waitFor(() => getBatch(gateway, key, id), (batch) => TERMINAL.includes(batch.status), timeoutMs);
+
+/** The parsed lines of a file, or [] when the batch has no such file. */
+export async function readResultFile(gateway: TestPlatform, key: string, fileId: string | null): Promise<any[]> {
+  if (!fileId) return [];
+  const response = await fetch(`${gateway.baseUrl}/v1/files/${fileId}/content`, { headers: bearer(key) });
+  if (response.status !== 200) throw new Error(`download failed: ${response.status}`);
+  return (await response.text())
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line));
+}
+
+/** A Temporal worker inside the test process on the platform's task queue (for suites that never kill it). */
+export async function startInProcessWorker(platform: Platform): Promise<{ stop(): Promise<void> }> {
+  const { worker, connection } = await createTemporalWorker(platform, { bundle: await bundleWorkflows() });
+  const running = worker.run();
+  return {
+    async stop() {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    },
+  };
+}
+
+export async function walletMicros(platform: Platform, accountId: string): Promise<number> {
+  const { rows } = await platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [accountId]);
+  return Number(rows[0].balance_micros);
+}
