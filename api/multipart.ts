@@ -99,8 +99,12 @@ export function readMultipartStreaming<T>(req: Request, options: StreamingOption
       fileStream?.destroy(error instanceof Error ? error : new Error(String(error)));
       req.unpipe(parser);
       req.resume();
-      void storing?.then((stored) => (stored === undefined ? undefined : discard(stored))).catch(() => undefined);
-      reject(error);
+      // Refuse only once the store has cleaned up after itself (its temporary file removed, or what it
+      // stored discarded), so a caller that hears of the refusal finds nothing left behind.
+      void (storing ?? Promise.resolve(undefined))
+        .then((stored) => (stored === undefined ? undefined : discard(stored)))
+        .catch(() => undefined)
+        .finally(() => reject(error));
     };
     parser.on('field', (name, value) => {
       if (name === 'file') body.fileWithoutName = true;
