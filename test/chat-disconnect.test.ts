@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogModel } from '../shared/models/catalog.js';
 import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
  * A client that goes away mid-stream: the gateway aborts its upstream request (the emulator sees
@@ -22,10 +22,7 @@ afterAll(() => emulated?.close());
 const MODEL = 'svc:openai/gpt-4o-mini';
 const PROMPT = 'Tell me a long story about gateways';
 
-async function walletMicros(): Promise<number> {
-  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
-  return Number(rows[0].balance_micros);
-}
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 /** Polls until `read` gives a value (the gateway settles after the client left, asynchronously). */
 async function eventually<T>(read: () => Promise<T | undefined>): Promise<T> {

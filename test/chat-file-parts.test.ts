@@ -2,7 +2,7 @@ import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sniffMediaType } from '../shared/inference/file-parts.js';
 import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
  * Content parts that name an uploaded file (svc_file:<id> for images, file_id for documents) are
@@ -30,10 +30,7 @@ const chat = (content: unknown[], key = developer.key) =>
   call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', json: { model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content }] }, headers: bearer(key) });
 const errorOf = (response: { status: number; body: any }) => ({ status: response.status, code: response.body?.error?.code, param: response.body?.error?.param });
 
-async function walletMicros(): Promise<number> {
-  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
-  return Number(rows[0].balance_micros);
-}
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 describe('file references in chat content parts', () => {
   it('answers with an uploaded image (svc_file:) and an uploaded PDF (file_id)', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
  * Inline moderation on chat completions (body field `moderation`), through the platform's own
@@ -24,10 +24,7 @@ const chat = (json: Record<string, unknown>, headers: Record<string, string> = {
   call(gateway.baseUrl, '/v1/chat/completions', { method: 'POST', json, headers: { ...bearer(developer.key), ...headers } });
 const user = (content: string) => [{ role: 'user', content }];
 
-async function walletMicros(): Promise<number> {
-  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
-  return Number(rows[0].balance_micros);
-}
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 async function usageOf(requestId: string | null): Promise<Array<{ model: string; cost_micros: number; tokens_out: number }>> {
   const { rows } = await gateway.platform.db.query('SELECT model, cost_micros::int, tokens_out FROM usage_records WHERE developer_id = $1 AND request_id = $2 ORDER BY id', [developer.accountId, requestId]);

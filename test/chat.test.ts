@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { catalogModel } from '../shared/models/catalog.js';
 import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /** The gateway's chat completions with the emulator as every provider, driven by the official openai SDK. */
 let emulated: EmulatedGateway;
@@ -27,10 +27,7 @@ const base64Of = (bytes: number) => 'A'.repeat(Math.ceil((bytes * 4) / 3));
 const img = (bytes = 10) => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${base64Of(bytes)}` } });
 const pdf = (bytes: number) => ({ type: 'file', file: { file_data: `data:application/pdf;base64,${base64Of(bytes)}` } });
 
-async function walletMicros(): Promise<number> {
-  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
-  return Number(rows[0].balance_micros);
-}
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 describe('through the official openai SDK', () => {
   it('completes a chat, metered at the catalog price of the tokens used', async () => {

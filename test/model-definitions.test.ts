@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
  * slot: aliases and dyn: profiles: their endpoints (/v1/model_slots, /v1/dynamic_profiles) and
@@ -22,10 +22,7 @@ const chat = (json: Record<string, unknown>, key = developer.key) => api('POST',
 const hello = [{ role: 'user', content: 'Hello there' }];
 const GROQ = 'svc:groq/llama-3.3-70b-versatile';
 
-async function walletMicros(): Promise<number> {
-  const { rows } = await gateway.platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [developer.accountId]);
-  return Number(rows[0].balance_micros);
-}
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 describe('/v1/model_slots', () => {
   it('creates (201), replaces (200), reads, lists with the cursor envelope and deletes a slot', async () => {

@@ -79,7 +79,4 @@ export async function startInProcessWorker(platform: Platform): Promise<{ stop()
   };
 }
 
-export async function walletMicros(platform: Platform, accountId: string): Promise<number> {
-  const { rows } = await platform.db.query('SELECT balance_micros FROM wallets WHERE account_id = $1', [accountId]);
-  return Number(rows[0].balance_micros);
-}
+export { walletBalanceMicros as walletMicros } from './test-platform.js';

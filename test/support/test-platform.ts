@@ -132,3 +132,9 @@ export async function call<T = any>(baseUrl: string, path: string, init: Request
 }
 
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
+
+/** A developer wallet's balance, straight from PostgreSQL. */
+export async function walletBalanceMicros(platform: Platform, accountId: string): Promise<number> {
+  const { rows } = await platform.db.query<{ balance_micros: string }>('SELECT balance_micros FROM wallets WHERE account_id = $1', [accountId]);
+  return Number(rows[0]!.balance_micros);
+}
