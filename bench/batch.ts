@@ -14,6 +14,7 @@ import { prepareDatabase } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
+import { printedJson } from './support/child-output.js';
 
 export interface BatchBenchOptions {
   /** A server URL whose database `svc_platform_bench_batch` is dropped and made again. */
@@ -21,24 +22,6 @@ export interface BatchBenchOptions {
   lines: number;
   latencyMs: number;
   dataDir: string;
-}
-
-async function firstJson(child: ChildProcess, field: string): Promise<Record<string, any>> {
-  let text = '';
-  for await (const line of createInterface({ input: child.stdout! })) {
-    text += line;
-    try {
-      const parsed = JSON.parse(text) as Record<string, any>;
-      if (parsed[field]) {
-        child.stdout!.resume();
-        return parsed;
-      }
-      text = '';
-    } catch {
-      // a pretty-printed document continues on the next line
-    }
-  }
-  throw new Error(`process exited before printing ${field}`);
 }
 
 async function logLine(child: ChildProcess, message: string): Promise<void> {
@@ -86,7 +69,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, EMULATOR_PORT: String(emulatorPort), EMULATOR_LATENCY_MS: String(options.latencyMs) },
   });
-  const printed = await firstJson(emulator, 'listening');
+  const printed = await printedJson(emulator, 'listening');
 
   const db = createPool(database.toString(), 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
   const developer = await createDeveloperAccount(db, { email: `batch-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 10_000_000_000 });

@@ -4,15 +4,15 @@
  * authentication, the rate-limit layers and metering on; and the time to the first streamed byte
  * both ways. Emulator and gateway each run as their own process.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { openLoop } from './hot-path.js';
+import { printedJson } from './support/child-output.js';
 
 export interface OverheadOptions {
   databaseUrl: string;
@@ -20,30 +20,12 @@ export interface OverheadOptions {
   seconds: number;
 }
 
-async function jsonLine(child: ChildProcess, field: string): Promise<Record<string, any>> {
-  let text = '';
-  for await (const line of createInterface({ input: child.stdout! })) {
-    text += line;
-    try {
-      const parsed = JSON.parse(text) as Record<string, any>;
-      if (parsed[field]) {
-        child.stdout!.resume();
-        return parsed;
-      }
-      text = '';
-    } catch {
-      // a pretty-printed document continues on the next line
-    }
-  }
-  throw new Error(`process exited before printing ${field}`);
-}
-
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 export async function runGatewayOverheadBench(options: OverheadOptions): Promise<void> {
   const emulatorPort = await freePort();
   const emulator = spawn(process.execPath, ['--import', 'tsx', 'scripts/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
-  const printed = await jsonLine(emulator, 'listening');
+  const printed = await printedJson(emulator, 'listening');
   const emulatorKey = printed.api_keys.openai as string;
 
   const db = createPool(options.databaseUrl, 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
