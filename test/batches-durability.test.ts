@@ -1,12 +1,9 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { costMicros } from '../shared/inference/pricing.js';
 import { catalogModel } from '../shared/models/catalog.js';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { chatLine, createBatch, getBatch, jsonl, readResultFile, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
-import { createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
 /**
@@ -21,16 +18,13 @@ let developer: TestDeveloper;
 let worker: WorkerProcess;
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway({
-    DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-batches-kill-')),
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
     BATCH_CHUNK_SIZE: '25',
     BATCH_PARALLEL_CHUNKS: '2',
     BATCH_UPSTREAM_CONCURRENCY: '8',
     // A killed worker's chunks are taken over within seconds.
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '3',
-  });
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 100_000_000 });
+  }, 100_000_000));
   worker = await startWorkerProcess(gateway.env);
 }, 120_000);
 

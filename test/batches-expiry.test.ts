@@ -1,10 +1,7 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { chatLine, createBatch, jsonl, readResultFile, startInProcessWorker, uploadFile, waitForBatchEnd } from './support/batch-helpers.js';
-import { createDeveloper, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 
 /**
  * The completion window is a durable timer of the batch workflow. With a window of a few seconds
@@ -16,15 +13,12 @@ let developer: TestDeveloper;
 let worker: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway({
-    DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-batches-expiry-')),
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
     BATCH_COMPLETION_WINDOW_SECONDS: '3',
     BATCH_CHUNK_SIZE: '10',
     BATCH_UPSTREAM_CONCURRENCY: '2',
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '3',
-  });
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 100_000_000 });
+  }, 100_000_000));
   worker = await startInProcessWorker(gateway.platform);
 });
 afterAll(async () => {

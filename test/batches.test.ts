@@ -1,13 +1,10 @@
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startBatchWorkflow, startUnstartedBatches } from '../shared/batches/batches.js';
 import { insertBatch } from '../shared/batches/repository.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { costMicros } from '../shared/inference/pricing.js';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { chatLine, createBatch, getBatch, jsonl, readResultFile, startInProcessWorker, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
 import { bearer, call, createDeveloper, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -21,15 +18,12 @@ let developer: TestDeveloper;
 let worker: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway({
-    DATA_DIR: mkdtempSync(path.join(os.tmpdir(), 'svc-batches-')),
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
     // Small chunks, so even small batches run several chunk activities.
     BATCH_CHUNK_SIZE: '4',
     BATCH_PARALLEL_CHUNKS: '2',
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '5',
-  });
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 100_000_000 });
+  }, 100_000_000));
   worker = await startInProcessWorker(gateway.platform);
 });
 afterAll(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogModel } from '../shared/models/catalog.js';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { bearer, call, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
  * A client that goes away mid-stream: the gateway aborts its upstream request (the emulator sees
@@ -13,9 +13,7 @@ let gateway: TestPlatform;
 let developer: TestDeveloper;
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway();
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper());
 });
 afterAll(() => emulated?.close());
 

@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sniffMediaType } from '../shared/inference/file-parts.js';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
@@ -18,9 +18,7 @@ const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a
 const PDF = Buffer.from('%PDF-1.7\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n');
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway();
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper());
   client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
 });
 afterAll(() => emulated?.close());

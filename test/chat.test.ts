@@ -1,8 +1,8 @@
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { catalogModel } from '../shared/models/catalog.js';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
-import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { bearer, call, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /** The gateway's chat completions with the emulator as every provider, driven by the official openai SDK. */
 let emulated: EmulatedGateway;
@@ -11,9 +11,7 @@ let developer: TestDeveloper;
 let client: OpenAI;
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway({ XAI_API_KEY: '' });
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ XAI_API_KEY: '' }));
   client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
 });
 afterAll(() => emulated?.close());

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulatedGateway, type EmulatedGateway } from './support/emulated-gateway.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { bearer, call, createDeveloper, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
 
 /**
@@ -11,9 +11,7 @@ let gateway: TestPlatform;
 let developer: TestDeveloper;
 
 beforeAll(async () => {
-  emulated = await startEmulatedGateway();
-  gateway = emulated.gateway;
-  developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000, scopes: ['admin'] });
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper());
 });
 afterAll(() => emulated?.close());
 

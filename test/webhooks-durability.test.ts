@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTransaction } from '../shared/db/pool.js';
 import { recordEvent, type RecordedEvent } from '../shared/events/outbox.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
-import { startWebhookReceiver, verifySvcSignature, type WebhookReceiver } from './support/webhook-receiver.js';
+import { receiverEnv, startWebhookReceiver, verifySvcSignature, type WebhookReceiver } from './support/webhook-receiver.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
 /**
@@ -19,10 +19,8 @@ let developer: TestDeveloper;
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
   gateway = await startTestPlatform({
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'true',
-    WEBHOOK_EXTRA_CA_FILE: receiver.caFile,
+    ...receiverEnv(receiver),
     WEBHOOK_RETRY_SCHEDULE_SECONDS: '2,2,2,2,2',
-    WEBHOOK_RELAY_POLL_MS: '250',
     WEBHOOK_DELIVERY_CONCURRENCY: '4',
     // A dead worker's jobs and lost enqueues are picked up again within seconds, not minutes.
     WEBHOOK_JOB_LOCK_SECONDS: '2',

@@ -5,7 +5,7 @@ import { relayOutbox } from '../shared/webhooks/delivery.js';
 import { DeliveryClient } from '../shared/webhooks/delivery-client.js';
 import { insertDeliveries, recordAttempts } from '../shared/webhooks/repository.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
-import { startWebhookReceiver, verifySvcSignature, type ReceivedRequest, type WebhookReceiver } from './support/webhook-receiver.js';
+import { receiverEnv, startWebhookReceiver, verifySvcSignature, type ReceivedRequest, type WebhookReceiver } from './support/webhook-receiver.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
 let receiver: WebhookReceiver;
@@ -16,11 +16,9 @@ let developer: TestDeveloper;
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
   gateway = await startTestPlatform({
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'true',
-    WEBHOOK_EXTRA_CA_FILE: receiver.caFile,
+    ...receiverEnv(receiver),
     WEBHOOK_RETRY_SCHEDULE_SECONDS: '1,1,1,1,1',
     WEBHOOK_FAILURE_STREAK_THRESHOLD: '4',
-    WEBHOOK_RELAY_POLL_MS: '250',
     WEBHOOK_TIMEOUT_MS: '2000',
   });
   developer = await createDeveloper(gateway.platform, { scopes: ['api:webhooks', 'api:write'] });

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Config } from '../config.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
+import { recordEvent } from '../events/outbox.js';
 import { isEventType } from '../events/types.js';
 import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
@@ -163,13 +164,14 @@ export async function rotateEndpointSecret(db: Db, developerId: string, id: stri
 export async function sendTestEvent(deps: { db: Db; queues: QueueRegistry }, developerId: string, id: string): Promise<repo.DeliveryRow> {
   const delivery = await withTransaction(deps.db, async (tx) => {
     const endpoint = await getEndpoint(tx, developerId, id);
-    const eventId = newId('evt_');
     // Recorded as already relayed: it goes to this endpoint only, not to every webhook.test subscriber.
-    await tx.query(`INSERT INTO outbox_events (id, developer_id, type, data, relayed_at) VALUES ($1, $2, 'webhook.test', $3, now())`, [
-      eventId,
+    const { id: eventId } = await recordEvent(
+      tx,
       developerId,
-      JSON.stringify({ webhook_endpoint_id: endpoint.id, message: 'A test event sent by POST /v1/webhooks/{id}/test.' }),
-    ]);
+      'webhook.test',
+      { webhook_endpoint_id: endpoint.id, message: 'A test event sent by POST /v1/webhooks/{id}/test.' },
+      { relayed: true },
+    );
     const deliveryId = newId('whdel_');
     await repo.insertDeliveries(tx, [{ id: deliveryId, event_id: eventId, endpoint_id: endpoint.id, developer_id: developerId, type: 'webhook.test' }], 'test');
     return (await repo.findDelivery(tx, developerId, endpoint.id, deliveryId))!;

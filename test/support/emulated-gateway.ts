@@ -5,7 +5,7 @@ import path from 'node:path';
 import { listen, serverUrl } from '../../api/http-server.js';
 import { createFullEmulator } from '../../scripts/emulator/emulator.js';
 import { emulatorProviderEnv } from '../../scripts/emulator/provider-env.js';
-import { startTestPlatform, type TestPlatform } from './test-platform.js';
+import { createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './test-platform.js';
 
 /**
  * A test gateway whose every provider is the upstream emulator, configured through the providers'
@@ -37,4 +37,14 @@ export async function startEmulatedGateway(env: Record<string, string> = {}): Pr
       await new Promise((resolve) => emulator.close(resolve));
     },
   };
+}
+
+/** An emulated gateway and a developer with an admin key and `creditMicros` in its wallet: one test file's world. */
+export async function startEmulatedGatewayWithDeveloper(
+  env: Record<string, string> = {},
+  creditMicros = 50_000_000,
+): Promise<{ emulated: EmulatedGateway; gateway: TestPlatform; developer: TestDeveloper }> {
+  const emulated = await startEmulatedGateway(env);
+  const developer = await createDeveloper(emulated.gateway.platform, { creditMicros, scopes: ['admin'] });
+  return { emulated, gateway: emulated.gateway, developer };
 }

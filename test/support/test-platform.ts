@@ -1,4 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type http from 'node:http';
 import type { Router } from 'express';
 import { inject } from 'vitest';
@@ -38,8 +42,11 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
     TEMPORAL_TASK_QUEUE: `svct-${tag}`,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     CPU_POOL_THREADS: '1',
+    // Files (uploads, batch results) of this platform alone, never the developer's .data.
+    DATA_DIR: env.DATA_DIR ?? mkdtempSync(path.join(os.tmpdir(), `svct-${tag}-`)),
     ...env,
   };
+  const ownDataDir = env.DATA_DIR === undefined ? platformEnv.DATA_DIR : undefined;
   const config = loadConfig({ ...process.env, ...platformEnv });
   const platform = createPlatform(config, 'test');
   await platform.ready;
@@ -57,6 +64,7 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
       await deleteRedisKeys(platform, `${config.REDIS_KEY_PREFIX}:*`);
       await platform.close();
       await withServer(base.DATABASE_URL, (client) => dropDatabase(client, database));
+      if (ownDataDir) await rm(ownDataDir, { recursive: true, force: true });
     },
   };
 }

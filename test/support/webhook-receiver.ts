@@ -127,3 +127,8 @@ export function verifySvcSignature(rawBody: string, header: string | undefined, 
       return given.length === expected.length && timingSafeEqual(given, expected);
     });
 }
+
+/** What a test platform needs to deliver to this receiver: private hosts allowed (tests only), its CA trusted, a quick relay. */
+export function receiverEnv(receiver: WebhookReceiver): Record<string, string> {
+  return { WEBHOOK_ALLOW_PRIVATE_HOSTS: 'true', WEBHOOK_EXTRA_CA_FILE: receiver.caFile, WEBHOOK_RELAY_POLL_MS: '250' };
+}
