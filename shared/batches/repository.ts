@@ -213,7 +213,9 @@ export async function recordResults(q: Queryable, batchId: string, results: Requ
               request_id = u.request_id, response = u.response::jsonb, error = u.error::jsonb, finished_at = now()
          FROM unnest($2::text[], $3::text[], $4::boolean[], $5::int[], $6::text[], $7::text[], $8::text[])
               AS u(custom_id, result_id, succeeded, status_code, request_id, response, error)
-        WHERE r.batch_id = $1 AND r.custom_id = u.custom_id AND r.status = 'pending' AND EXISTS (SELECT 1 FROM running)
+        -- custom_id = ANY($2) lets the primary key find exactly these rows whatever the planner
+        -- guesses of a batch it has no statistics for yet (else it may scan the whole batch per row).
+        WHERE r.batch_id = $1 AND r.custom_id = ANY ($2::text[]) AND r.custom_id = u.custom_id AND r.status = 'pending' AND EXISTS (SELECT 1 FROM running)
         RETURNING r.status
      ), counted AS (
        UPDATE batches SET completed_count = completed_count + (SELECT count(*) FROM done WHERE status = 'succeeded'),
