@@ -73,6 +73,11 @@ const configSchema = z.object({
   LAZY_CREATE_PER_MINUTE: z.coerce.number().int().min(1).default(60),
   /** How metered calls' reservations and settlements commit: see CommitMode in shared/billing/repository.ts. */
   METERING_COMMIT: z.enum(['durable', 'fast']).default('fast'),
+  /**
+   * Metering statements of each kind (reserve, settle) a process runs at once; calls arriving while
+   * that many run share the next statement (group commit, migration 014). 0 = one statement per call.
+   */
+  METERING_GROUP_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(2),
   /** How long an API process keeps a verified key or customer for metered calls (0 = always read PostgreSQL). */
   CREDENTIAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   /** Calls per minute on one rsk_ provisioning key. */

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../shared/customers/customers.js';
+import { randomUUID } from 'node:crypto';
+import { topUpCustomerWallet } from '../shared/billing/customer-wallets.js';
 import { authorize, billableAmount, release, settle, type Hold } from '../shared/billing/meter.js';
+import { meteringGroupStats } from '../shared/billing/repository.js';
 import { ServiceError } from '../shared/errors.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -25,7 +28,7 @@ async function walletState(accountId: string) {
 }
 
 /** One metered call: reserve `max`, then settle `cost`; the refusal's code if it was refused. */
-async function meteredCall(developer: TestDeveloper, customer: Awaited<ReturnType<typeof createCustomer>> | null, max: number, cost: number): Promise<string> {
+async function meteredCall(developer: Pick<TestDeveloper, 'accountId'>, customer: Awaited<ReturnType<typeof createCustomer>> | null, max: number, cost: number): Promise<string> {
   try {
     const hold = await authorize(db(), { developerId: developer.accountId, customer, maxCostMicros: max });
     await settle(db(), gateway.config, hold, { costMicros: cost, billableMicros: billableAmount(cost, customer), model: 'svc:test/model', tokensIn: 10, tokensOut: 5 });
@@ -64,6 +67,68 @@ describe('authorize and settle under heavy concurrency', () => {
     expect(Number(rows[0].reserved)).toBe(0);
     const state = await walletState(developer.accountId);
     expect(state.balance).toBe(1_000 * COST - passed * COST);
+    expect(state.ledgerSum).toBe(state.balance);
+  });
+});
+
+describe('group commit of the metering statements', () => {
+  it('under load, calls share statements, and none is refused', async () => {
+    const before = meteringGroupStats(db())!;
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000 * COST });
+    const outcomes = await Promise.all(Array.from({ length: 300 }, () => meteredCall(developer, null, COST, COST)));
+    expect(outcomes.every((outcome) => outcome === 'ok')).toBe(true);
+    const after = meteringGroupStats(db())!;
+    for (const kind of ['authorize', 'finish'] as const) {
+      const statements = after[kind].statements - before[kind].statements;
+      expect(after[kind].groupedCalls - before[kind].groupedCalls).toBeGreaterThan(0);
+      expect(statements).toBeLessThan(300);
+      expect(after[kind].refusedGroups).toBe(before[kind].refusedGroups);
+    }
+    expect(await walletState(developer.accountId)).toMatchObject({ balance: 700 * COST, reserved: 0, ledgerSum: 700 * COST });
+  });
+
+  it('a call PostgreSQL refuses fails alone: the others of its group go through', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000 * COST });
+    // The first few calls go alone; the rest wait together, the broken one (not a uuid) among them.
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => meteredCall(i === 20 ? { ...developer, accountId: 'not-a-uuid' } : developer, null, COST, COST)),
+    );
+    expect(outcomes[20]).toBe('wallet_error');
+    expect(outcomes.filter((outcome) => outcome === 'ok')).toHaveLength(39);
+    expect(await walletState(developer.accountId)).toMatchObject({ balance: 961 * COST, reserved: 0 });
+  });
+
+  it('groups over the same wallets and budgets in opposite orders never deadlock', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 20_000 * COST });
+    const customers = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => createCustomer(db(), developer.accountId, { external_id: `group-${i}-${developer.accountId}`, monthly_budget_usd: 1_000 })),
+    );
+    // Two of them pay from prepaid wallets, two from the developer's.
+    for (const customer of customers.slice(0, 2)) await topUpCustomerWallet(db(), gateway.config, developer.accountId, customer.id, { amount_usd: 50 });
+    const payers = [null, ...customers];
+    const call = (ordinal: number, payer: (typeof payers)[number]) => ({
+      ordinal, generation: null, developer: developer.accountId, payer_account: developer.accountId, customer: payer?.id ?? null,
+      budget_micros: payer ? 1_000_000_000 : null, amount: COST, request_id: null, ttl_seconds: 600, event_id: `evt_group${ordinal}${randomUUID().slice(0, 8)}`,
+    });
+    // Each group touches every row, in an order of its own: one by one, these would lock in opposite orders.
+    const groups = Array.from({ length: 16 }, (_, g) => Array.from({ length: 25 }, (_, i) => call(i, payers[(i * (g % 2 ? 1 : 4) + g) % payers.length]!)));
+    const authorized = await Promise.all(groups.map((calls) => db().query('SELECT outcome, hold_id FROM billing_authorize_group($1::jsonb) ORDER BY ordinal', [JSON.stringify(calls)])));
+    const holds = authorized.flatMap((result) => result.rows.map((row) => (expect(row.outcome).toBe('ok'), row.hold_id as string)));
+    expect(holds).toHaveLength(400);
+    const finish = (hold: string, ordinal: number) => ({ ordinal, hold, settle: true, cost: COST, billable: COST, model: 'svc:m/a', tokens_in: 1, tokens_out: 1, request_id: null, idempotency_key: null, low_micros: 0, low_event_id: `evt_l${randomUUID().slice(0, 12)}`, empty_event_id: `evt_e${randomUUID().slice(0, 12)}`, developer: developer.accountId, events: [] });
+    const shuffled = [...holds].sort(() => Math.random() - 0.5);
+    const finishes = Array.from({ length: 16 }, (_, g) => shuffled.slice(g * 25, (g + 1) * 25).map(finish));
+    await Promise.all(finishes.map((calls) => db().query('SELECT * FROM billing_finish_group($1::jsonb)', [JSON.stringify(calls)])));
+    const { rows } = await db().query(
+      `SELECT (SELECT sum(spent_micros)::bigint FROM customer_budget_months WHERE customer_id = ANY($2)) AS spent,
+              (SELECT sum(reserved_micros)::bigint FROM customer_budget_months WHERE customer_id = ANY($2)) AS budget_reserved,
+              (SELECT count(*)::int FROM usage_records WHERE developer_id = $1) AS usage_rows`,
+      [developer.accountId, customers.map((customer) => customer.id)],
+    );
+    const byCustomer = holds.length - groups.flat().filter((entry) => entry.customer === null).length;
+    expect(rows[0]).toEqual({ spent: String(byCustomer * COST), budget_reserved: '0', usage_rows: 400 });
+    const state = await walletState(developer.accountId);
+    expect(state.reserved).toBe(0);
     expect(state.ledgerSum).toBe(state.balance);
   });
 });

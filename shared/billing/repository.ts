@@ -1,4 +1,5 @@
-import type { Queryable } from '../db/pool.js';
+import { GroupCommit } from '../db/group-commit.js';
+import type { Db, Queryable } from '../db/pool.js';
 
 /**
  * All SQL of billing: reservations on wallets and budgets, settlement with its ledger row and
@@ -20,77 +21,156 @@ const commitSetting = (mode: CommitMode) => (mode === 'fast' ? 'off' : 'on');
 
 export type AuthorizeOutcome = 'ok' | 'budget_exceeded' | 'wallet_empty' | 'customer_wallet_empty' | 'stale_credentials';
 
-/**
- * One statement: the credential generation check (migration 013), budget reservation, wallet
- * reservation and the hold row (migration 009). A null generation skips the check.
- */
-export async function authorizeHold(
-  q: Queryable,
-  call: { commit: CommitMode; generation: number | null; developerId: string; payerAccountId: string; customerId: string | null; budgetMicros: number | null; amountMicros: number; requestId: string | null; ttlSeconds: number; eventId: string },
-): Promise<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }> {
-  const { rows } = await q.query<{ outcome: AuthorizeOutcome; hold_id: string | null; payer: Payer | null; budget_month: string | null }>(
-    // set_config(..., true) lasts until this statement's own transaction commits, so it decides how that commit waits.
-    `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $10, true)
-     FROM billing_authorize_current($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [call.generation, call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId, commitSetting(call.commit)],
-  );
-  return rows[0]!;
+export interface AuthorizeCall {
+  commit: CommitMode;
+  generation: number | null;
+  developerId: string;
+  payerAccountId: string;
+  customerId: string | null;
+  budgetMicros: number | null;
+  amountMicros: number;
+  requestId: string | null;
+  ttlSeconds: number;
+  eventId: string;
 }
 
-/** One statement: closes the hold, and when settling charges it with its ledger row, usage record and events. */
-export async function finishHold(
-  q: Queryable,
-  finish: {
-    commit: CommitMode;
-    holdId: string;
-    /** The hold's developer: the tenant of `events` (null when there are none). */
-    developerId: string | null;
-    events: Array<{ id: string; type: string; data: Record<string, unknown> }>;
-    settle: boolean;
-    costMicros: number;
-    billableMicros: number;
-    model: string | null;
-    tokensIn: number;
-    tokensOut: number;
-    requestId: string | null;
-    idempotencyKey: string | null;
-    lowThresholdMicros: number;
-    lowEventId: string;
-    emptyEventId: string;
-  },
-): Promise<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }> {
-  const { rows } = await q.query<{ charged: boolean; deducted_micros: string; balance_after_micros: string | null }>(
-    // The call's own events (e.g. chat.completion.finished) commit with its charge, and only when it
-    // charged: a settlement repeated under the same idempotency key records nothing twice.
-    `WITH finished AS MATERIALIZED (
-       SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $13, true)
-       FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-     ), recorded AS (
-       INSERT INTO outbox_events (id, developer_id, type, data)
-       SELECT event.id, $14::uuid, event.type, event.data
-       FROM finished, jsonb_to_recordset($15::jsonb) AS event (id text, type text, data jsonb)
-       WHERE finished.charged
-     )
-     SELECT charged, deducted_micros, balance_after_micros FROM finished`,
+export interface AuthorizeRow {
+  outcome: AuthorizeOutcome;
+  hold_id: string | null;
+  payer: Payer | null;
+  budget_month: string | null;
+}
+
+export interface FinishCall {
+  commit: CommitMode;
+  holdId: string;
+  /** The hold's developer: the tenant of `events` (null when there are none). */
+  developerId: string | null;
+  events: Array<{ id: string; type: string; data: Record<string, unknown> }>;
+  settle: boolean;
+  costMicros: number;
+  billableMicros: number;
+  model: string | null;
+  tokensIn: number;
+  tokensOut: number;
+  requestId: string | null;
+  idempotencyKey: string | null;
+  lowThresholdMicros: number;
+  lowEventId: string;
+  emptyEventId: string;
+}
+
+export interface FinishRow {
+  charged: boolean;
+  deducted_micros: string;
+  balance_after_micros: string | null;
+}
+
+/**
+ * The credential generation check, budget reservation, wallet reservation and the hold row, in
+ * one statement (billing_authorize_group, migration 014). On a pool with group commit enabled,
+ * calls that arrive together share one (see enableMeteringGroups). A null generation skips the check.
+ */
+export function authorizeHold(q: Queryable, call: AuthorizeCall): Promise<AuthorizeRow> {
+  const groups = meteringGroups.get(q);
+  return groups ? groups[call.commit].authorize.submit(call) : authorizeGroup(q, call.commit, [call]).then((rows) => rows[0]!);
+}
+
+/**
+ * Closes the hold, and when settling charges it with its ledger row, usage record and events, in
+ * one statement (billing_finish_group, migration 014; shared by the calls that arrive together
+ * on a pool with group commit enabled).
+ */
+export function finishHold(q: Queryable, call: FinishCall): Promise<FinishRow> {
+  const groups = meteringGroups.get(q);
+  return groups ? groups[call.commit].finish.submit(call) : finishGroup(q, call.commit, [call]).then((rows) => rows[0]!);
+}
+
+type MeteringGroups = Record<CommitMode, { authorize: GroupCommit<AuthorizeCall, AuthorizeRow>; finish: GroupCommit<FinishCall, FinishRow> }>;
+const meteringGroups = new WeakMap<Queryable, MeteringGroups>();
+
+/**
+ * Turns on group commit for the metering statements run on this pool (each API and worker process
+ * does, see METERING_GROUP_CONCURRENCY): up to `concurrency` statements of each kind at once, and
+ * the calls that arrive meanwhile leave together in the next one (migration 014).
+ */
+export function enableMeteringGroups(db: Db, concurrency: number): void {
+  if (concurrency < 1) return;
+  const limits = { concurrency, maxGroup: MAX_GROUP };
+  const groupsFor = (commit: CommitMode) => ({
+    authorize: new GroupCommit<AuthorizeCall, AuthorizeRow>((calls) => authorizeGroup(db, commit, calls), limits),
+    finish: new GroupCommit<FinishCall, FinishRow>((calls) => finishGroup(db, commit, calls), limits),
+  });
+  meteringGroups.set(db, { fast: groupsFor('fast'), durable: groupsFor('durable') });
+}
+
+/** How the metering statements of a pool have run so far (undefined when it has no group commit). */
+export function meteringGroupStats(db: Db): Record<'authorize' | 'finish', GroupCommit<unknown, unknown>['stats']> | undefined {
+  const groups = meteringGroups.get(db);
+  if (!groups) return undefined;
+  const sum = (kind: 'authorize' | 'finish') => {
+    const [fast, durable] = [groups.fast[kind].stats, groups.durable[kind].stats];
+    return { statements: fast.statements + durable.statements, groupedCalls: fast.groupedCalls + durable.groupedCalls, refusedGroups: fast.refusedGroups + durable.refusedGroups };
+  };
+  return { authorize: sum('authorize'), finish: sum('finish') };
+}
+
+/** Calls in one group statement: a few hundred keeps its JSON small and its locks brief. */
+const MAX_GROUP = 200;
+
+async function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
+  const { rows } = await q.query<AuthorizeRow>(
+    `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $2, true)
+     FROM billing_authorize_group($1::jsonb) ORDER BY ordinal`,
     [
-      finish.holdId,
-      finish.settle,
-      finish.costMicros,
-      finish.billableMicros,
-      finish.model,
-      finish.tokensIn,
-      finish.tokensOut,
-      finish.requestId,
-      finish.idempotencyKey,
-      finish.lowThresholdMicros,
-      finish.lowEventId,
-      finish.emptyEventId,
-      commitSetting(finish.commit),
-      finish.developerId,
-      JSON.stringify(finish.events),
+      JSON.stringify(
+        calls.map((call, ordinal) => ({
+          ordinal,
+          generation: call.generation,
+          developer: call.developerId,
+          payer_account: call.payerAccountId,
+          customer: call.customerId,
+          budget_micros: call.budgetMicros,
+          amount: call.amountMicros,
+          request_id: call.requestId,
+          ttl_seconds: call.ttlSeconds,
+          event_id: call.eventId,
+        })),
+      ),
+      commitSetting(commit),
     ],
   );
-  return rows[0]!;
+  return rows;
+}
+
+async function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
+  const { rows } = await q.query<FinishRow>(
+    `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $2, true)
+     FROM billing_finish_group($1::jsonb) ORDER BY ordinal`,
+    [
+      JSON.stringify(
+        calls.map((call, ordinal) => ({
+          ordinal,
+          hold: call.holdId,
+          settle: call.settle,
+          cost: call.costMicros,
+          billable: call.billableMicros,
+          model: call.model,
+          tokens_in: call.tokensIn,
+          tokens_out: call.tokensOut,
+          request_id: call.requestId,
+          idempotency_key: call.idempotencyKey,
+          low_micros: call.lowThresholdMicros,
+          low_event_id: call.lowEventId,
+          empty_event_id: call.emptyEventId,
+          developer: call.developerId,
+          events: call.events,
+        })),
+      ),
+      commitSetting(commit),
+    ],
+  );
+  return rows;
 }
 
 /** Holds whose call never settled (the API process died mid-call), oldest first. */

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { CredentialCache } from '../accounts/credential-cache.js';
+import { enableMeteringGroups } from '../billing/repository.js';
 import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys.js';
 import type { Config } from '../config.js';
 import { createPool, registerVectorTypes, type Db } from '../db/pool.js';
@@ -39,6 +40,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
   // First: a bad key stops the process before any connection opens.
   const clientTokenKeys = loadClientTokenKeys(config, logger);
   const db = createPool(config.DATABASE_URL, config.DATABASE_POOL_MAX, logger);
+  enableMeteringGroups(db, config.METERING_GROUP_CONCURRENCY);
   const redis = createRedis(config.REDIS_URL, 'commands', logger);
   const temporal = connectTemporal(config);
   const queues = new QueueRegistry(redis, `${config.REDIS_KEY_PREFIX}:bull`);
