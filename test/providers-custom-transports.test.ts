@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type http from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import type { Region } from '../shared/models/refs.js';
@@ -15,6 +15,7 @@ import { createWatsonxAdapter } from '../shared/providers/watsonx.js';
 import { countTokens, deterministicReply, type Fault } from '../scripts/emulator/core.js';
 import { createFullEmulator } from '../scripts/emulator/emulator.js';
 import { encodeBedrockEvent, encodeEventStreamMessage } from '../scripts/emulator/styles/custom-transports/event-stream.js';
+import { answerUpstream, watchUpstreamRequests, type UpstreamRequestSeen } from './support/upstream-traffic.js';
 
 /**
  * The four custom-transport adapters against the real upstream emulator, in process. The emulator
@@ -31,8 +32,18 @@ beforeAll(async () => {
   server = await listen(emulator.app, 0, '127.0.0.1');
   url = serverUrl(server);
 });
+/** What the current test watches or answers upstream; undone after each test. */
+let watching: ReturnType<typeof watchUpstreamRequests> | undefined;
+let answering: ReturnType<typeof answerUpstream> | undefined;
+function watch(): UpstreamRequestSeen[] {
+  watching = watchUpstreamRequests();
+  return watching.requests;
+}
 afterEach(async () => {
-  vi.restoreAllMocks();
+  watching?.stop();
+  watching = undefined;
+  await answering?.restore();
+  answering = undefined;
   await fetch(`${url}/_emulator/faults`, { method: 'DELETE' });
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
@@ -341,11 +352,18 @@ describe('region routes', () => {
   });
 
   it('bedrock with the default host swaps the host’s region for the geography’s and signs for it', async () => {
+    // Amazon's hosts are out of this machine's reach: they are answered here, and what was sent to them recorded.
     const seen: { url: string; authorization: string }[] = [];
-    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input, init) => {
-      seen.push({ url: String(input), authorization: new Headers(init?.headers).get('authorization') ?? '' });
-      return Response.json({ output: { message: { content: [{ text: 'ok' }] } }, stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } });
-    });
+    answering = answerUpstream();
+    for (const host of ['https://bedrock-runtime.eu-central-1.amazonaws.com', 'https://bedrock-runtime.us-west-2.amazonaws.com']) {
+      answering.agent
+        .get(host)
+        .intercept({ path: () => true, method: 'POST' })
+        .reply((request) => {
+          seen.push({ url: `${host}${request.path}`, authorization: String((request.headers as Record<string, string>).authorization ?? '') });
+          return { statusCode: 200, data: { output: { message: { content: [{ text: 'ok' }] } }, stopReason: 'end_turn', usage: { inputTokens: 1, outputTokens: 1 } }, responseOptions: { headers: { 'content-type': 'application/json' } } };
+        });
+    }
     const adapter = createBedrockAdapter(bedrockSettings({ baseUrl: 'https://bedrock-runtime.us-west-2.amazonaws.com', region: 'us-west-2' }));
     await adapter.chat!(chatRequest(haiku.id, haiku.cloudIds!.cloud1, 'eu-cloud1'));
     await adapter.chat!(chatRequest(haiku.id, haiku.cloudIds!.cloud1, 'us-cloud1'));
@@ -358,28 +376,18 @@ describe('region routes', () => {
   });
 
   it('vertex @eu-cloud2 calls a European location', async () => {
-    const seen: string[] = [];
-    const realFetch = globalThis.fetch;
-    vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
-      seen.push(String(input));
-      return realFetch(input, init);
-    });
+    const seen = watch();
     const result = await createVertexAdapter(vertexSettings()).chat!(chatRequest(haiku.id, haiku.cloudIds!.cloud2, 'eu-cloud2'));
     expect(result.content).toBe(deterministicReply(haiku.cloudIds!.cloud2, 'hello custom transport').text);
-    expect(seen.at(-1)).toContain('/locations/europe-west1/publishers/anthropic/models/claude-3-haiku@20240307:rawPredict');
+    expect(seen.at(-1)?.url).toContain('/locations/europe-west1/publishers/anthropic/models/claude-3-haiku@20240307:rawPredict');
   });
 });
 
 describe('access tokens are minted once and reused', () => {
-  /** Counts requests to the token endpoints by wrapping fetch; every request still reaches the emulator. */
+  /** Counts requests to the token endpoints as they go out; every request still reaches the emulator. */
   function countTokenRequests(path: string): () => number {
-    const realFetch = globalThis.fetch;
-    let count = 0;
-    vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
-      if (String(input).endsWith(path)) count += 1;
-      return realFetch(input, init);
-    });
-    return () => count;
+    const seen = watch();
+    return () => seen.filter((request) => request.url.endsWith(path)).length;
   }
 
   it('vertex exchanges one assertion for all calls, chat and stream, Anthropic and Gemini', async () => {
@@ -423,14 +431,9 @@ describe('tool calls through Converse', () => {
       { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
     ];
     const request = { ...chatRequest('svc:bedrock/amazon.nova-pro-v1:0', 'amazon.nova-pro-v1:0', undefined, { messages }), tools: [{ type: 'function' as const, function: { name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }] };
-    let sent: Record<string, unknown> | undefined;
-    const realFetch = globalThis.fetch;
-    vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
-      sent = JSON.parse(String(init?.body)) as Record<string, unknown>;
-      return realFetch(input, init);
-    });
+    const seen = watch();
     const result = await createBedrockAdapter(bedrockSettings()).chat!(request);
-    expect(sent).toMatchObject({
+    expect(JSON.parse(seen.at(-1)!.body)).toMatchObject({
       messages: [
         { role: 'user', content: [{ text: 'weather in Paris?' }] },
         { role: 'assistant', content: [{ toolUse: { toolUseId: 'call_1', name: 'weather', input: { city: 'Paris' } } }] },
@@ -444,9 +447,13 @@ describe('tool calls through Converse', () => {
 });
 
 describe('bedrock converse-stream events beyond text', () => {
-  /** Answers the next fetch with these event-stream frames, as Bedrock would. */
+  /** Answers the next converse-stream call with these event-stream frames, as Bedrock would. */
   function answerWithFrames(frames: Buffer[]): void {
-    vi.spyOn(globalThis, 'fetch').mockResolvedValue(new Response(Buffer.concat(frames), { status: 200, headers: { 'content-type': 'application/vnd.amazon.eventstream' } }));
+    answering = answerUpstream();
+    answering.agent
+      .get(new URL(url).origin)
+      .intercept({ path: (path) => path.endsWith('/converse-stream'), method: 'POST' })
+      .reply(200, Buffer.concat(frames), { headers: { 'content-type': 'application/vnd.amazon.eventstream' } });
   }
   const request = () => chatRequest('svc:bedrock/amazon.nova-pro-v1:0', 'amazon.nova-pro-v1:0', undefined);
 
@@ -495,15 +502,10 @@ describe('bedrock converse-stream events beyond text', () => {
 });
 
 describe('prompt caching marks', () => {
-  /** Records each JSON body sent upstream while the request still goes to the emulator. */
-  function recordBodies(): Record<string, unknown>[] {
-    const bodies: Record<string, unknown>[] = [];
-    const realFetch = globalThis.fetch;
-    vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
-      if (typeof init?.body === 'string' && init.body.startsWith('{')) bodies.push(JSON.parse(init.body) as Record<string, unknown>);
-      return realFetch(input, init);
-    });
-    return bodies;
+  /** Each JSON body sent upstream, read as it goes out; the request still reaches the emulator. */
+  function recordBodies(): () => Record<string, unknown>[] {
+    const seen = watch();
+    return () => seen.filter((request) => request.body.startsWith('{')).map((request) => JSON.parse(request.body) as Record<string, unknown>);
   }
   const messages: ChatMessage[] = [
     { role: 'system', content: 'a long shared preamble', cache_control: { type: 'ephemeral' } },
@@ -515,18 +517,18 @@ describe('prompt caching marks', () => {
     const adapter = createBedrockAdapter(bedrockSettings());
     const claude = await adapter.chat!({ ...chatRequest(haiku.id, haiku.cloudIds!.cloud1, 'us-cloud1', { messages }), promptCache: 'auto' });
     await adapter.chat!({ ...chatRequest('svc:bedrock/amazon.nova-pro-v1:0', 'amazon.nova-pro-v1:0', undefined, { messages }), promptCache: 'auto' });
-    expect(bodies[0]).toMatchObject({
+    expect(bodies()[0]).toMatchObject({
       system: [{ text: 'a long shared preamble' }, { cachePoint: { type: 'default' } }],
       messages: [{ role: 'user', content: [{ text: 'hello cache' }, { cachePoint: { type: 'default' } }] }],
     });
-    expect(JSON.stringify(bodies[1])).not.toContain('cachePoint');
+    expect(JSON.stringify(bodies()[1])).not.toContain('cachePoint');
     expect(claude.content).toBe(deterministicReply(`us.${haiku.cloudIds!.cloud1}`, 'a long shared preamble\nhello cache').text);
   });
 
   it('vertex carries cache_control onto the Anthropic blocks', async () => {
     const bodies = recordBodies();
     await createVertexAdapter(vertexSettings()).chat!({ ...chatRequest(haiku.id, haiku.cloudIds!.cloud2, 'us-cloud2', { messages }), promptCache: 'auto' });
-    expect(bodies.at(-1)).toEqual({
+    expect(bodies().at(-1)).toEqual({
       anthropic_version: 'vertex-2023-10-16',
       max_tokens: 4096,
       system: [{ type: 'text', text: 'a long shared preamble', cache_control: { type: 'ephemeral' } }],

@@ -1,4 +1,4 @@
-import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -284,7 +284,7 @@ const STATUS_BY_ERROR_TYPE: Record<string, number> = {
 };
 
 /** A Messages SSE stream as the gateway's stream events; `provider` names who answers, in its errors. */
-export async function* anthropicStreamEvents(provider: string, response: Response, signal: AbortSignal, json: boolean): AsyncGenerator<ChatStreamEvent> {
+export async function* anthropicStreamEvents(provider: string, response: UpstreamResponse, signal: AbortSignal, json: boolean): AsyncGenerator<ChatStreamEvent> {
   let usage: WireUsage = {};
   let stopReason: string | null | undefined;
   let stopped = false;

@@ -1,6 +1,6 @@
 import { readEventStream, type EventStreamMessage } from './aws-event-stream.js';
 import { signRequest } from './aws-sigv4.js';
-import { networkFailure, readJson, upstreamFetch } from './http.js';
+import { networkFailure, readJson, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { BedrockSettings } from './settings.js';
 import {
   UpstreamError,
@@ -258,7 +258,7 @@ function streamException(message: EventStreamMessage): UpstreamError {
 // ---- the adapter ------------------------------------------------------------------------
 
 export function createBedrockAdapter(settings: BedrockSettings): ProviderAdapter {
-  async function call(request: ChatRequest, operation: 'converse' | 'converse-stream'): Promise<Response> {
+  async function call(request: ChatRequest, operation: 'converse' | 'converse-stream'): Promise<UpstreamResponse> {
     const target = targetOf(settings, request);
     const url = `${target.baseUrl}/model/${encodeURIComponent(target.modelId)}/${operation}`;
     const body = JSON.stringify(converseBody(request));
@@ -288,7 +288,6 @@ export function createBedrockAdapter(settings: BedrockSettings): ProviderAdapter
 
     async *chatStream(request) {
       const response = await call(request, 'converse-stream');
-      if (!response.body) throw new UpstreamError(PROVIDER, response.status, 'streaming response without a body', true);
       let finishReason: FinishReason | undefined;
       let usage: Usage | undefined;
       // Tool calls are numbered in order of appearance, whatever their content-block index.

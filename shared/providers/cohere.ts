@@ -1,4 +1,4 @@
-import { parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -212,7 +212,7 @@ interface StreamPayload {
   };
 }
 
-async function* streamEvents(response: Response, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
+async function* streamEvents(response: UpstreamResponse, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
   let ended: { finishReason: string | undefined; usage: WireUsage | undefined } | undefined;
   for await (const { event, data } of upstreamEvents(PROVIDER, response, signal)) {
     if (data === '[DONE]') continue;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -313,7 +313,7 @@ function usageOf(usage: WireUsage | undefined): Usage {
 }
 
 /** A streamGenerateContent SSE stream as the gateway's stream events; `provider` names who answers, in its errors. */
-export async function* geminiStreamEvents(provider: string, response: Response, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
+export async function* geminiStreamEvents(provider: string, response: UpstreamResponse, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
   let usage: WireUsage | undefined;
   let finishReason: string | undefined;
   let toolCalls = 0;

@@ -1,4 +1,4 @@
-import { networkFailure, parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.js';
+import { networkFailure, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
   UpstreamError,
@@ -178,7 +178,7 @@ export function openAiChatResult(provider: string, completion: OpenAiCompletion,
  */
 export async function* openAiStreamEvents(
   provider: string,
-  response: Response,
+  response: UpstreamResponse,
   request: ChatRequest,
   missingUsage: 'estimate' | { required: string },
 ): AsyncGenerator<ChatStreamEvent> {

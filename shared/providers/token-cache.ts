@@ -1,4 +1,4 @@
-import { upstreamFetch } from './http.js';
+import { upstreamFetch, type UpstreamResponse } from './http.js';
 import { UpstreamError } from './types.js';
 
 /**
@@ -39,7 +39,7 @@ export class AccessTokenCache {
   }
 
   /** Sends a request with the current token, dropping the token when the API answers 401. */
-  async authorized(signal: AbortSignal, send: (token: string) => Promise<Response>): Promise<Response> {
+  async authorized(signal: AbortSignal, send: (token: string) => Promise<UpstreamResponse>): Promise<UpstreamResponse> {
     const token = await this.get(signal);
     try {
       return await send(token);
@@ -60,7 +60,7 @@ export class AccessTokenCache {
  * POSTs a form to a token endpoint. A token endpoint refuses bad credentials with a 4xx (400
  * invalid_grant, IAM's 400 BXNIM0415E): that is an authentication failure, so it becomes a 401.
  */
-export async function postTokenForm(provider: string, url: string, form: Record<string, string>, signal: AbortSignal, refusal: string): Promise<Response> {
+export async function postTokenForm(provider: string, url: string, form: Record<string, string>, signal: AbortSignal, refusal: string): Promise<UpstreamResponse> {
   try {
     return await upstreamFetch(provider, url, {
       method: 'POST',
