@@ -7,7 +7,7 @@
 -- them. These functions take a group of calls as a JSON array (each call with its `ordinal`) and
 -- decide every call as the per-call functions of migrations 009 and 013 do, in order, but write
 -- each wallet row and budget month once per group, and the holds, usage records, ledger rows and
--- events in one insert each. A single call is a group of one.
+-- events in one insert each. A call that arrives alone still runs the per-call function.
 --
 -- Lock order. Every statement that moves money locks holds first, then budget months, then
 -- customer wallets, then developer wallets, each kind sorted by key, before it writes anything:
@@ -38,9 +38,11 @@ $$;
 CREATE FUNCTION billing_authorize_group(p_calls jsonb)
 RETURNS TABLE (ordinal integer, outcome text, hold_id uuid, payer text, budget_month date)
 LANGUAGE plpgsql
--- Planned for the tables as they are at each call. A plan cached while billing_holds was nearly
--- empty (a new deployment) reads the whole table once it is large, and no growth replaces it.
-SET plan_cache_mode = force_custom_plan
+-- Every row these functions read is found by its key. plpgsql keeps a generic plan after five
+-- calls; one made while billing_holds was nearly empty (a new deployment) would scan the whole
+-- table once it is large, and growth alone never replaces a cached plan. With sequential scans
+-- off, the cached plans use the keys whatever the tables' size when they were made.
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -165,7 +167,7 @@ END $$;
 CREATE FUNCTION billing_finish_group(p_calls jsonb)
 RETURNS TABLE (ordinal integer, charged boolean, deducted_micros bigint, balance_after_micros bigint)
 LANGUAGE plpgsql
-SET plan_cache_mode = force_custom_plan
+SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
