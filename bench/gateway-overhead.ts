@@ -18,6 +18,9 @@ export interface OverheadOptions {
   databaseUrl: string;
   rates: number[];
   seconds: number;
+  /** Rates probed, lowest first, for the highest one with p99 added under 5 ms. */
+  sweepRates: number[];
+  sweepSeconds: number;
 }
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -72,34 +75,53 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   try {
     await openLoop(directCall, 100, 2);
     await openLoop(gatewayCall, 100, 3);
-    const rows = [];
     let gatewayRequests = 0;
-    const before = await databaseWork(options.databaseUrl);
-    for (const rate of options.rates) {
-      const base = await openLoop(directCall, rate, options.seconds);
-      const via = await openLoop(gatewayCall, rate, options.seconds);
+    /** One rate through both targets: what the gateway added at the median and at p99. */
+    const measure = async (rate: number, seconds: number) => {
+      const base = await openLoop(directCall, rate, seconds);
+      const via = await openLoop(gatewayCall, rate, seconds);
       gatewayRequests += via.completed;
       const b = base.latenciesMs.sort((x, y) => x - y);
       const g = via.latenciesMs.sort((x, y) => x - y);
-      rows.push({
-        'offered req/s': rate,
-        'direct sustained': Math.round(base.completed / base.elapsedSeconds),
-        'gateway sustained': Math.round(via.completed / via.elapsedSeconds),
-        'gateway non-2xx': via.failures,
-        'direct p50 ms': quantile(b, 0.5).toFixed(2),
-        'gateway p50 ms': quantile(g, 0.5).toFixed(2),
-        'added p50 ms': (quantile(g, 0.5) - quantile(b, 0.5)).toFixed(2),
-        'direct p99 ms': quantile(b, 0.99).toFixed(2),
-        'gateway p99 ms': quantile(g, 0.99).toFixed(2),
-        'added p99 ms': (quantile(g, 0.99) - quantile(b, 0.99)).toFixed(2),
-      });
-    }
+      const sustained = via.completed / via.elapsedSeconds;
+      const addedP99 = quantile(g, 0.99) - quantile(b, 0.99);
+      return {
+        sustainedUnder5ms: via.failures === 0 && sustained >= rate * 0.98 && addedP99 < 5,
+        row: {
+          'offered req/s': rate,
+          'direct sustained': Math.round(base.completed / base.elapsedSeconds),
+          'gateway sustained': Math.round(sustained),
+          'gateway non-2xx': via.failures,
+          'direct p50 ms': quantile(b, 0.5).toFixed(2),
+          'gateway p50 ms': quantile(g, 0.5).toFixed(2),
+          'added p50 ms': (quantile(g, 0.5) - quantile(b, 0.5)).toFixed(2),
+          'direct p99 ms': quantile(b, 0.99).toFixed(2),
+          'gateway p99 ms': quantile(g, 0.99).toFixed(2),
+          'added p99 ms': addedP99.toFixed(2),
+        },
+      };
+    };
+    const before = await databaseWork(options.databaseUrl);
+    const rows = [];
+    for (const rate of options.rates) rows.push((await measure(rate, options.seconds)).row);
     console.log(`gateway overhead: non-streaming chat completions, open loop, ${options.seconds} s per rate and target`);
     console.table(rows);
     const after = await databaseWork(options.databaseUrl);
     console.log(
       `PostgreSQL work per gateway request: ${((after.commits - before.commits) / gatewayRequests).toFixed(2)} commits, ${((after.rowsWritten - before.rowsWritten) / gatewayRequests).toFixed(2)} rows written`,
     );
+
+    // The highest rate the gateway sustains with p99 added under 5 ms, among the sweep's rates.
+    const sweep = [];
+    let highest: number | undefined;
+    for (const rate of options.sweepRates) {
+      const measured = await measure(rate, options.sweepSeconds);
+      sweep.push(measured.row);
+      if (measured.sustainedUnder5ms) highest = rate;
+    }
+    console.log(`\nsweep for the highest rate with p99 added under 5 ms, ${options.sweepSeconds} s per rate and target`);
+    console.table(sweep);
+    console.log(`highest rate sustained with p99 added under 5 ms: ${highest === undefined ? `none of ${options.sweepRates.join(', ')} req/s` : `${highest} req/s`}`);
 
     const ttfb = async (pool: Pool, path: string, authorization: string, model: string) => {
       const times: number[] = [];
