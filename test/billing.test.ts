@@ -98,6 +98,37 @@ describe('group commit of the metering statements', () => {
     expect(await walletState(developer.accountId)).toMatchObject({ balance: 961 * COST, reserved: 0 });
   });
 
+  it('a group keeps each ledger row’s running balance, and records wallet.low and wallet.empty once each', async () => {
+    // 1 USD threshold: the wallet starts 5 calls above it and ends at exactly zero.
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 + 5 * COST });
+    const before = meteringGroupStats(db())!.finish.groupedCalls;
+    const outcomes = await Promise.all(Array.from({ length: 105 }, () => meteredCall(developer, null, COST, COST)));
+    expect(outcomes.every((outcome) => outcome === 'ok')).toBe(true);
+    expect(meteringGroupStats(db())!.finish.groupedCalls).toBeGreaterThan(before);
+    const { rows: ledger } = await db().query("SELECT amount_micros::bigint AS amount, balance_after_micros::bigint AS after FROM wallet_ledger WHERE account_id = $1 AND kind = 'usage' ORDER BY id", [developer.accountId]);
+    expect(ledger.map((row) => Number(row.after))).toEqual(Array.from({ length: 105 }, (_, i) => 1_000_000 + 5 * COST - (i + 1) * COST));
+    const { rows: events } = await db().query("SELECT type, data FROM outbox_events WHERE developer_id = $1 AND type LIKE 'wallet.%' ORDER BY (data -> 'wallet' ->> 'balance_usd')::numeric DESC", [developer.accountId]);
+    expect(events.map((event) => [event.type, event.data.wallet.balance_usd])).toEqual([
+      ['wallet.low', (1_000_000 - COST) / 1e6],
+      ['wallet.empty', 0],
+    ]);
+  });
+
+  it('charges an idempotency key once even when both of its settlements are in one group', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    const holds = await Promise.all([0, 1].map(() => authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: COST })));
+    const finish = (hold: Hold, ordinal: number) => ({
+      ordinal, hold: hold.id, settle: true, cost: COST, billable: COST, model: 'svc:m/a', tokens_in: 1, tokens_out: 1, request_id: null,
+      idempotency_key: 'batch_9:line-1', low_micros: 0, low_event_id: `evt_l${randomUUID().slice(0, 12)}`, empty_event_id: `evt_e${randomUUID().slice(0, 12)}`,
+      developer: developer.accountId, events: [{ id: `evt_c${randomUUID().slice(0, 12)}`, type: 'chat.completion.finished', data: { ordinal } }],
+    });
+    const { rows } = await db().query('SELECT charged FROM billing_finish_group($1::jsonb) ORDER BY ordinal', [JSON.stringify(holds.map(finish))]);
+    expect(rows.map((row) => row.charged)).toEqual([true, false]);
+    expect(await walletState(developer.accountId)).toMatchObject({ balance: 1_000_000 - COST, reserved: 0 });
+    const { rows: events } = await db().query("SELECT data FROM outbox_events WHERE developer_id = $1 AND type = 'chat.completion.finished'", [developer.accountId]);
+    expect(events).toEqual([{ data: { ordinal: 0 } }]);
+  });
+
   it('groups over the same wallets and budgets in opposite orders never deadlock', async () => {
     const developer = await createDeveloper(gateway.platform, { creditMicros: 20_000 * COST });
     const customers = await Promise.all(
