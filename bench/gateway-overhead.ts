@@ -11,8 +11,8 @@ import { createApiKey, createDeveloperAccount } from '../shared/accounts/account
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
-import { openLoop } from './hot-path.js';
 import { printedJson } from './support/child-output.js';
+import { openLoopLoad, type LoadTarget } from './support/load.js';
 
 export interface OverheadOptions {
   databaseUrl: string;
@@ -59,44 +59,39 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
 
   const direct = new Pool(printed.listening, { connections: 256 });
   const through = new Pool(gatewayUrl, { connections: 256 });
-  const request = (pool: Pool, path: string, authorization: string, model: string, stream = false) => async () => {
-    const response = await pool.request({
-      method: 'POST',
-      path,
-      headers: { authorization, 'content-type': 'application/json' },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Measure the gateway' }], max_tokens: 16, ...(stream && { stream: true }) }),
-    });
-    await response.body.dump();
-    return response.statusCode;
-  };
-  const directCall = request(direct, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
-  const gatewayCall = request(through, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
+  const chat = (origin: string, path: string, authorization: string, model: string): LoadTarget => ({
+    origin,
+    path,
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Measure the gateway' }], max_tokens: 16 }),
+  });
+  const directCall = chat(printed.listening, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+  const gatewayCall = chat(gatewayUrl, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
 
   try {
-    await openLoop(directCall, 100, 2);
-    await openLoop(gatewayCall, 100, 3);
+    await openLoopLoad(directCall, 100, 2);
+    await openLoopLoad(gatewayCall, 100, 3);
     let gatewayRequests = 0;
+    let generator = '';
     /** One rate through both targets: what the gateway added at the median and at p99. */
     const measure = async (rate: number, seconds: number) => {
-      const base = await openLoop(directCall, rate, seconds);
-      const via = await openLoop(gatewayCall, rate, seconds);
-      gatewayRequests += via.completed;
-      const b = base.latenciesMs.sort((x, y) => x - y);
-      const g = via.latenciesMs.sort((x, y) => x - y);
-      const sustained = via.completed / via.elapsedSeconds;
-      const addedP99 = quantile(g, 0.99) - quantile(b, 0.99);
+      const base = await openLoopLoad(directCall, rate, seconds);
+      const via = await openLoopLoad(gatewayCall, rate, seconds);
+      gatewayRequests += via.requests;
+      generator = via.generator;
+      const addedP99 = via.p99 - base.p99;
       return {
-        sustainedUnder5ms: via.failures === 0 && sustained >= rate * 0.98 && addedP99 < 5,
+        sustainedUnder5ms: via.failures === 0 && via.sustainedPerSecond >= rate * 0.98 && addedP99 < 5,
         row: {
           'offered req/s': rate,
-          'direct sustained': Math.round(base.completed / base.elapsedSeconds),
-          'gateway sustained': Math.round(sustained),
+          'direct sustained': Math.round(base.sustainedPerSecond),
+          'gateway sustained': Math.round(via.sustainedPerSecond),
           'gateway non-2xx': via.failures,
-          'direct p50 ms': quantile(b, 0.5).toFixed(2),
-          'gateway p50 ms': quantile(g, 0.5).toFixed(2),
-          'added p50 ms': (quantile(g, 0.5) - quantile(b, 0.5)).toFixed(2),
-          'direct p99 ms': quantile(b, 0.99).toFixed(2),
-          'gateway p99 ms': quantile(g, 0.99).toFixed(2),
+          'direct p50 ms': base.p50.toFixed(2),
+          'gateway p50 ms': via.p50.toFixed(2),
+          'added p50 ms': (via.p50 - base.p50).toFixed(2),
+          'direct p99 ms': base.p99.toFixed(2),
+          'gateway p99 ms': via.p99.toFixed(2),
           'added p99 ms': addedP99.toFixed(2),
         },
       };
@@ -104,7 +99,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     const before = await databaseWork(options.databaseUrl);
     const rows = [];
     for (const rate of options.rates) rows.push((await measure(rate, options.seconds)).row);
-    console.log(`gateway overhead: non-streaming chat completions, open loop, ${options.seconds} s per rate and target`);
+    console.log(`gateway overhead: non-streaming chat completions, open loop (${generator} load generator), ${options.seconds} s per rate and target`);
     console.table(rows);
     const after = await databaseWork(options.databaseUrl);
     console.log(

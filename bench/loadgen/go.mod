@@ -1,0 +1,3 @@
+module svc-platform/bench/loadgen
+
+go 1.22

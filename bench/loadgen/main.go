@@ -1,0 +1,103 @@
+// Command loadgen sends HTTP requests on a fixed schedule (open loop) and prints their latency.
+//
+// It measures the platform's API for bench/: a load generator written in Node shares the Node
+// runtime's own costs (its event loop, its garbage collector, its HTTP client) on a 2-core machine
+// and adds them to every latency it reports. Requests leave at their scheduled times whatever the
+// responses do, and each latency counts from the scheduled send, so a server that queues cannot
+// hide it (no coordinated omission). Standard library only.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+type header []string
+
+func (h *header) String() string     { return strings.Join(*h, ", ") }
+func (h *header) Set(v string) error { *h = append(*h, v); return nil }
+
+type summary struct {
+	Offered      int     `json:"offered_per_second"`
+	Sustained    float64 `json:"sustained_per_second"`
+	Requests     int     `json:"requests"`
+	Failures     int     `json:"failures"`
+	P50          float64 `json:"p50_ms"`
+	P90          float64 `json:"p90_ms"`
+	P99          float64 `json:"p99_ms"`
+	P999         float64 `json:"p99_9_ms"`
+	Max          float64 `json:"max_ms"`
+	ExpectStatus int     `json:"expect_status"`
+}
+
+func main() {
+	url := flag.String("url", "", "target URL")
+	method := flag.String("method", "POST", "HTTP method")
+	body := flag.String("body", "", "request body")
+	rate := flag.Int("rate", 1000, "requests per second")
+	seconds := flag.Float64("seconds", 10, "how long to send")
+	expect := flag.Int("expect", 200, "the status that counts as success")
+	connections := flag.Int("connections", 256, "most connections open at once; requests beyond them queue (and their wait counts)")
+	var headers header
+	flag.Var(&headers, "header", "a request header, name: value (repeatable)")
+	flag.Parse()
+
+	// A bounded pool, as a gateway's clients keep: an overloaded server then shows as queueing in
+	// the latencies rather than as a storm of new connections.
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: *connections, MaxIdleConnsPerHost: *connections, DisableCompression: true}, Timeout: 60 * time.Second}
+	total := int(float64(*rate) * *seconds)
+	interval := time.Duration(float64(time.Second) / float64(*rate))
+	latencies := make([]float64, 0, total)
+	failures := 0
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			time.Sleep(wait)
+		}
+		wg.Add(1)
+		go func(due time.Time) {
+			defer wg.Done()
+			request, _ := http.NewRequest(*method, *url, bytes.NewBufferString(*body))
+			for _, h := range headers {
+				if name, value, ok := strings.Cut(h, ":"); ok {
+					request.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
+				}
+			}
+			response, err := client.Do(request)
+			ok := err == nil && response.StatusCode == *expect
+			if err == nil {
+				io.Copy(io.Discard, response.Body)
+				response.Body.Close()
+			}
+			elapsed := float64(time.Since(due).Microseconds()) / 1000
+			mu.Lock()
+			latencies = append(latencies, elapsed)
+			if !ok {
+				failures++
+			}
+			mu.Unlock()
+		}(due)
+	}
+	wg.Wait()
+	wall := time.Since(start).Seconds()
+
+	sort.Float64s(latencies)
+	at := func(q float64) float64 { return latencies[int(q*float64(len(latencies)-1))] }
+	out := summary{Offered: *rate, Sustained: float64(len(latencies)) / wall, Requests: len(latencies), Failures: failures, ExpectStatus: *expect}
+	if len(latencies) > 0 {
+		out.P50, out.P90, out.P99, out.P999, out.Max = at(0.5), at(0.9), at(0.99), at(0.999), latencies[len(latencies)-1]
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
