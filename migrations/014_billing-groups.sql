@@ -10,9 +10,10 @@
 -- events in one insert each. A call that arrives alone still runs the per-call function.
 --
 -- Lock order. Every statement that moves money locks holds first, then budget months, then
--- customer wallets, then developer wallets, each kind sorted by key, before it writes anything:
--- two groups, or a group and a per-call statement (holds, budget, wallet), always meet in the
--- same order and never deadlock. FOR NO KEY UPDATE is the lock UPDATE itself takes.
+-- developer wallets, then customer wallets, each kind sorted by key, before it writes anything:
+-- two groups, a group and a per-call statement (holds, budget, wallet), or a group and a
+-- customer top-up (developer wallet, then customer wallet) always meet in the same order and
+-- never deadlock. FOR NO KEY UPDATE is the lock UPDATE itself takes.
 
 -- A group's calls as rows (inlined by the planner wherever they are read).
 CREATE FUNCTION billing_authorize_calls(p_calls jsonb)
@@ -84,14 +85,15 @@ BEGIN
   SELECT COALESCE(jsonb_object_agg(customer_id, spent_micros), '{}'), COALESCE(jsonb_object_agg(customer_id, reserved_micros), '{}')
     INTO v_spent, v_reserved FROM locked;
 
-  WITH customer_wallet AS (
-    SELECT 'customer:' || w.customer_id AS key, w.balance_micros - w.reserved_micros AS available FROM customer_wallets w
-     WHERE w.customer_id IN (SELECT customer FROM billing_authorize_calls(p_calls)) ORDER BY w.customer_id FOR NO KEY UPDATE),
-  developer_wallet AS (
+  -- Developer wallets first: UNION ALL runs its branches in order.
+  WITH developer_wallet AS (
     SELECT 'developer:' || w.account_id AS key, w.balance_micros - w.reserved_micros AS available FROM wallets w
-     WHERE w.account_id IN (SELECT payer_account FROM billing_authorize_calls(p_calls)) ORDER BY w.account_id FOR NO KEY UPDATE)
+     WHERE w.account_id IN (SELECT payer_account FROM billing_authorize_calls(p_calls)) ORDER BY w.account_id FOR NO KEY UPDATE),
+  customer_wallet AS (
+    SELECT 'customer:' || w.customer_id AS key, w.balance_micros - w.reserved_micros AS available FROM customer_wallets w
+     WHERE w.customer_id IN (SELECT customer FROM billing_authorize_calls(p_calls)) ORDER BY w.customer_id FOR NO KEY UPDATE)
   SELECT COALESCE(jsonb_object_agg(key, available), '{}') INTO v_available
-    FROM (SELECT * FROM customer_wallet UNION ALL SELECT * FROM developer_wallet) AS wallet;
+    FROM (SELECT * FROM developer_wallet UNION ALL SELECT * FROM customer_wallet) AS wallet;
 
   FOR c IN SELECT * FROM billing_authorize_calls(p_calls) ORDER BY ordinal LOOP
     o_ordinal := o_ordinal || c.ordinal;
@@ -194,8 +196,8 @@ BEGIN
   PERFORM 1 FROM customer_budget_months m
    WHERE (m.customer_id, m.month) IN (SELECT * FROM unnest(v_budgets, v_months))
    ORDER BY m.customer_id, m.month FOR NO KEY UPDATE;
-  PERFORM 1 FROM customer_wallets w WHERE w.customer_id = ANY (v_customer_wallets) ORDER BY w.customer_id FOR NO KEY UPDATE;
   PERFORM 1 FROM wallets w WHERE w.account_id = ANY (v_developer_wallets) ORDER BY w.account_id FOR NO KEY UPDATE;
+  PERFORM 1 FROM customer_wallets w WHERE w.customer_id = ANY (v_customer_wallets) ORDER BY w.customer_id FOR NO KEY UPDATE;
 
   RETURN QUERY
   WITH calls AS MATERIALIZED (

@@ -98,6 +98,25 @@ describe('group commit of the metering statements', () => {
     expect(await walletState(developer.accountId)).toMatchObject({ balance: 961 * COST, reserved: 0 });
   });
 
+  it('groups and customer top-ups over the same wallets never deadlock', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 100_000 * COST });
+    const customers = await Promise.all(Array.from({ length: 3 }, (_, i) => createCustomer(db(), developer.accountId, { external_id: `topup-${i}-${developer.accountId}` })));
+    for (const customer of customers) await topUpCustomerWallet(db(), gateway.config, developer.accountId, customer.id, { amount_usd: 10 });
+    // Each group draws on the developer's wallet and on the customers' prepaid ones while top-ups move money between them.
+    const group = (g: number) =>
+      Array.from({ length: 12 }, (_, i) => ({
+        ordinal: i, generation: null, developer: developer.accountId, payer_account: developer.accountId,
+        customer: (i + g) % 4 === 3 ? null : customers[(i + g) % 4]!.id, budget_micros: null, amount: COST, request_id: null, ttl_seconds: 600,
+        event_id: `evt_t${randomUUID().slice(0, 12)}`,
+      }));
+    const work = Array.from({ length: 40 }, (_, i) =>
+      i % 2 === 0
+        ? db().query('SELECT outcome FROM billing_authorize_group($1::jsonb)', [JSON.stringify(group(i))]).then((result) => result.rows.every((row) => row.outcome === 'ok'))
+        : topUpCustomerWallet(db(), gateway.config, developer.accountId, customers[i % 3]!.id, { amount_usd: 1 }).then(() => true),
+    );
+    expect(await Promise.all(work)).toEqual(Array.from({ length: 40 }, () => true));
+  });
+
   it('a group keeps each ledger row’s running balance, and records wallet.low and wallet.empty once each', async () => {
     // 1 USD threshold: the wallet starts 5 calls above it and ends at exactly zero.
     const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 + 5 * COST });
