@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
-import { chatLine, createBatch, jsonl, readResultFile, startInProcessWorker, uploadFile, waitForBatchEnd } from './support/batch-helpers.js';
+import type { EmulatedGateway } from './support/emulated-gateway.js';
+import { chatLine, createBatch, jsonl, readResultFile, startBatchGateway, uploadFile, waitForBatchEnd } from './support/batch-helpers.js';
 import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 
 /**
@@ -10,21 +10,17 @@ import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 let emulated: EmulatedGateway;
 let gateway: TestPlatform;
 let developer: TestDeveloper;
-let worker: { stop(): Promise<void> };
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
+  ({ emulated, gateway, developer, close } = await startBatchGateway({
     BATCH_COMPLETION_WINDOW_SECONDS: '3',
     BATCH_CHUNK_SIZE: '10',
     BATCH_UPSTREAM_CONCURRENCY: '2',
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '3',
-  }, 100_000_000));
-  worker = await startInProcessWorker(gateway.platform);
+  }));
 });
-afterAll(async () => {
-  await worker?.stop();
-  await emulated?.close();
-});
+afterAll(() => close?.());
 
 describe('the completion window', () => {
   it('expires a batch with what it finished; the rest goes to the error file as batch_expired', async () => {

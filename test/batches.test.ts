@@ -4,8 +4,8 @@ import { startBatchWorkflow, startUnstartedBatches } from '../shared/batches/bat
 import { insertBatch } from '../shared/batches/repository.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { costMicros } from '../shared/inference/pricing.js';
-import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
-import { chatLine, createBatch, getBatch, jsonl, readResultFile, startInProcessWorker, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
+import type { EmulatedGateway } from './support/emulated-gateway.js';
+import { chatLine, createBatch, getBatch, jsonl, readResultFile, startBatchGateway, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
 import { bearer, call, createDeveloper, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /**
@@ -15,21 +15,17 @@ import { bearer, call, createDeveloper, type ApiResponse, type TestDeveloper, ty
 let emulated: EmulatedGateway;
 let gateway: TestPlatform;
 let developer: TestDeveloper;
-let worker: { stop(): Promise<void> };
+let close: () => Promise<void>;
 
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
+  ({ emulated, gateway, developer, close } = await startBatchGateway({
     // Small chunks, so even small batches run several chunk activities.
     BATCH_CHUNK_SIZE: '4',
     BATCH_PARALLEL_CHUNKS: '2',
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '5',
-  }, 100_000_000));
-  worker = await startInProcessWorker(gateway.platform);
+  }));
 });
-afterAll(async () => {
-  await worker?.stop();
-  await emulated?.close();
-});
+afterAll(() => close?.());
 afterEach(() => emulated.clearFaults());
 
 const post = (pathname: string, json: unknown, key = developer.key) => call(gateway.baseUrl, pathname, { method: 'POST', json, headers: bearer(key) });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCustomer } from '../shared/customers/customers.js';
-import { randomUUID } from 'node:crypto';
 import { topUpCustomerWallet } from '../shared/billing/customer-wallets.js';
 import { authorize, billableAmount, release, settle, type Hold } from '../shared/billing/meter.js';
-import { meteringGroupStats } from '../shared/billing/repository.js';
+import { authorizeGroup, finishGroup, meteringGroupStats, type AuthorizeCall, type FinishCall } from '../shared/billing/repository.js';
+import { newId } from '../shared/ids.js';
 import { ServiceError } from '../shared/errors.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -37,6 +37,19 @@ async function meteredCall(developer: Pick<TestDeveloper, 'accountId'>, customer
     if (error instanceof ServiceError) return error.code;
     throw error;
   }
+}
+
+/** A reservation of COST for a group statement, paid by the customer's wallet (when it has one) or the developer's. */
+function groupReservation(developerId: string, customer: { id: string } | null, budgetMicros: number | null = null): AuthorizeCall {
+  return { commit: 'fast', generation: null, developerId, payerAccountId: developerId, customerId: customer?.id ?? null, budgetMicros, amountMicros: COST, requestId: null, ttlSeconds: 600, eventId: newId('evt_') };
+}
+
+/** A settlement of COST for a group statement. */
+function groupSettlement(developerId: string, holdId: string, changes: Partial<FinishCall> = {}): FinishCall {
+  return {
+    commit: 'fast', holdId, developerId, events: [], settle: true, costMicros: COST, billableMicros: COST, model: 'svc:m/a', tokensIn: 1, tokensOut: 1,
+    requestId: null, idempotencyKey: null, lowThresholdMicros: 0, lowEventId: newId('evt_'), emptyEventId: newId('evt_'), ...changes,
+  };
 }
 
 describe('authorize and settle under heavy concurrency', () => {
@@ -103,15 +116,10 @@ describe('group commit of the metering statements', () => {
     const customers = await Promise.all(Array.from({ length: 3 }, (_, i) => createCustomer(db(), developer.accountId, { external_id: `topup-${i}-${developer.accountId}` })));
     for (const customer of customers) await topUpCustomerWallet(db(), gateway.config, developer.accountId, customer.id, { amount_usd: 10 });
     // Each group draws on the developer's wallet and on the customers' prepaid ones while top-ups move money between them.
-    const group = (g: number) =>
-      Array.from({ length: 12 }, (_, i) => ({
-        ordinal: i, generation: null, developer: developer.accountId, payer_account: developer.accountId,
-        customer: (i + g) % 4 === 3 ? null : customers[(i + g) % 4]!.id, budget_micros: null, amount: COST, request_id: null, ttl_seconds: 600,
-        event_id: `evt_t${randomUUID().slice(0, 12)}`,
-      }));
+    const group = (g: number) => Array.from({ length: 12 }, (_, i) => groupReservation(developer.accountId, (i + g) % 4 === 3 ? null : customers[(i + g) % 4]!));
     const work = Array.from({ length: 40 }, (_, i) =>
       i % 2 === 0
-        ? db().query('SELECT outcome FROM billing_authorize_group($1::jsonb)', [JSON.stringify(group(i))]).then((result) => result.rows.every((row) => row.outcome === 'ok'))
+        ? authorizeGroup(db(), 'fast', group(i)).then((rows) => rows.every((row) => row.outcome === 'ok'))
         : topUpCustomerWallet(db(), gateway.config, developer.accountId, customers[i % 3]!.id, { amount_usd: 1 }).then(() => true),
     );
     expect(await Promise.all(work)).toEqual(Array.from({ length: 40 }, () => true));
@@ -136,12 +144,9 @@ describe('group commit of the metering statements', () => {
   it('charges an idempotency key once even when both of its settlements are in one group', async () => {
     const developer = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
     const holds = await Promise.all([0, 1].map(() => authorize(db(), { developerId: developer.accountId, customer: null, maxCostMicros: COST })));
-    const finish = (hold: Hold, ordinal: number) => ({
-      ordinal, hold: hold.id, settle: true, cost: COST, billable: COST, model: 'svc:m/a', tokens_in: 1, tokens_out: 1, request_id: null,
-      idempotency_key: 'batch_9:line-1', low_micros: 0, low_event_id: `evt_l${randomUUID().slice(0, 12)}`, empty_event_id: `evt_e${randomUUID().slice(0, 12)}`,
-      developer: developer.accountId, events: [{ id: `evt_c${randomUUID().slice(0, 12)}`, type: 'chat.completion.finished', data: { ordinal } }],
-    });
-    const { rows } = await db().query('SELECT charged FROM billing_finish_group($1::jsonb) ORDER BY ordinal', [JSON.stringify(holds.map(finish))]);
+    const finish = (hold: Hold, ordinal: number) =>
+      groupSettlement(developer.accountId, hold.id, { idempotencyKey: 'batch_9:line-1', events: [{ id: newId('evt_'), type: 'chat.completion.finished', data: { ordinal } }] });
+    const rows = await finishGroup(db(), 'fast', holds.map(finish));
     expect(rows.map((row) => row.charged)).toEqual([true, false]);
     expect(await walletState(developer.accountId)).toMatchObject({ balance: 1_000_000 - COST, reserved: 0 });
     const { rows: events } = await db().query("SELECT data FROM outbox_events WHERE developer_id = $1 AND type = 'chat.completion.finished'", [developer.accountId]);
@@ -156,26 +161,22 @@ describe('group commit of the metering statements', () => {
     // Two of them pay from prepaid wallets, two from the developer's.
     for (const customer of customers.slice(0, 2)) await topUpCustomerWallet(db(), gateway.config, developer.accountId, customer.id, { amount_usd: 50 });
     const payers = [null, ...customers];
-    const call = (ordinal: number, payer: (typeof payers)[number]) => ({
-      ordinal, generation: null, developer: developer.accountId, payer_account: developer.accountId, customer: payer?.id ?? null,
-      budget_micros: payer ? 1_000_000_000 : null, amount: COST, request_id: null, ttl_seconds: 600, event_id: `evt_group${ordinal}${randomUUID().slice(0, 8)}`,
-    });
+    const call = (payer: (typeof payers)[number]) => groupReservation(developer.accountId, payer, payer ? 1_000_000_000 : null);
     // Each group touches every row, in an order of its own: one by one, these would lock in opposite orders.
-    const groups = Array.from({ length: 16 }, (_, g) => Array.from({ length: 25 }, (_, i) => call(i, payers[(i * (g % 2 ? 1 : 4) + g) % payers.length]!)));
-    const authorized = await Promise.all(groups.map((calls) => db().query('SELECT outcome, hold_id FROM billing_authorize_group($1::jsonb) ORDER BY ordinal', [JSON.stringify(calls)])));
-    const holds = authorized.flatMap((result) => result.rows.map((row) => (expect(row.outcome).toBe('ok'), row.hold_id as string)));
+    const groups = Array.from({ length: 16 }, (_, g) => Array.from({ length: 25 }, (_, i) => call(payers[(i * (g % 2 ? 1 : 4) + g) % payers.length]!)));
+    const authorized = await Promise.all(groups.map((calls) => authorizeGroup(db(), 'fast', calls)));
+    const holds = authorized.flatMap((rows) => rows.map((row) => (expect(row.outcome).toBe('ok'), row.hold_id!)));
     expect(holds).toHaveLength(400);
-    const finish = (hold: string, ordinal: number) => ({ ordinal, hold, settle: true, cost: COST, billable: COST, model: 'svc:m/a', tokens_in: 1, tokens_out: 1, request_id: null, idempotency_key: null, low_micros: 0, low_event_id: `evt_l${randomUUID().slice(0, 12)}`, empty_event_id: `evt_e${randomUUID().slice(0, 12)}`, developer: developer.accountId, events: [] });
     const shuffled = [...holds].sort(() => Math.random() - 0.5);
-    const finishes = Array.from({ length: 16 }, (_, g) => shuffled.slice(g * 25, (g + 1) * 25).map(finish));
-    await Promise.all(finishes.map((calls) => db().query('SELECT * FROM billing_finish_group($1::jsonb)', [JSON.stringify(calls)])));
+    const finishes = Array.from({ length: 16 }, (_, g) => shuffled.slice(g * 25, (g + 1) * 25).map((hold) => groupSettlement(developer.accountId, hold)));
+    await Promise.all(finishes.map((calls) => finishGroup(db(), 'fast', calls)));
     const { rows } = await db().query(
       `SELECT (SELECT sum(spent_micros)::bigint FROM customer_budget_months WHERE customer_id = ANY($2)) AS spent,
               (SELECT sum(reserved_micros)::bigint FROM customer_budget_months WHERE customer_id = ANY($2)) AS budget_reserved,
               (SELECT count(*)::int FROM usage_records WHERE developer_id = $1) AS usage_rows`,
       [developer.accountId, customers.map((customer) => customer.id)],
     );
-    const byCustomer = holds.length - groups.flat().filter((entry) => entry.customer === null).length;
+    const byCustomer = holds.length - groups.flat().filter((entry) => entry.customerId === null).length;
     expect(rows[0]).toEqual({ spent: String(byCustomer * COST), budget_reserved: '0', usage_rows: 400 });
     const state = await walletState(developer.accountId);
     expect(state.reserved).toBe(0);

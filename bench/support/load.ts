@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
+import { cachedBinPath } from '../../scripts/lib/local-services.js';
 
 const run = promisify(execFile);
 
@@ -87,8 +87,7 @@ function goLoadgen(): Promise<string | undefined> {
   built ??= (async () => {
     const source = path.join(import.meta.dirname, '..', 'loadgen');
     const hash = createHash('sha256').update(readFileSync(path.join(source, 'main.go'))).update(readFileSync(path.join(source, 'go.mod'))).digest('hex').slice(0, 12);
-    const cacheDir = process.env.SVC_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'svc-platform');
-    const binary = path.join(cacheDir, 'bin', `loadgen-${hash}`);
+    const binary = cachedBinPath(`loadgen-${hash}`);
     if (existsSync(binary)) return binary;
     try {
       mkdirSync(path.dirname(binary), { recursive: true });

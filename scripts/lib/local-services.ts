@@ -8,10 +8,10 @@ import { Connection } from '@temporalio/client';
 
 const run = promisify(execFile);
 
-/** Where ensure-deps.sh caches the Temporal CLI, outside the repository. */
-export function temporalCliPath(): string {
+/** Where built tools are cached outside the repository (ensure-deps.sh's Temporal CLI, the bench's load generator). */
+export function cachedBinPath(name: string): string {
   const cacheDir = process.env.SVC_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'svc-platform');
-  return path.join(cacheDir, 'bin', 'temporal');
+  return path.join(cacheDir, 'bin', name);
 }
 
 export function isPortOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
@@ -63,7 +63,7 @@ export async function startTemporalDevServer(options: {
   const log = createWriteStream(options.logFile, { flags: 'a' });
   // Its own process group: a terminal Ctrl-C reaches the API and worker first, and this server is
   // stopped after them, so the worker can finish its in-flight tasks against a live server.
-  const child = spawn(temporalCliPath(), args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(cachedBinPath('temporal'), args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   child.stdout.pipe(log);
   child.stderr.pipe(log);
   const address = `127.0.0.1:${options.port}`;

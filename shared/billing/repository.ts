@@ -164,7 +164,8 @@ async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
   return rows[0]!;
 }
 
-async function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
+/** Calls that arrived together, in one statement (migration 014); one row per call, in order. */
+export async function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
   const { rows } = await q.query<AuthorizeRow>(
     `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $2, true)
      FROM billing_authorize_group($1::jsonb) ORDER BY ordinal`,
@@ -189,7 +190,8 @@ async function authorizeGroup(q: Queryable, commit: CommitMode, calls: Authorize
   return rows;
 }
 
-async function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
+/** Settlements and releases that arrived together, in one statement (migration 014); one row per call, in order. */
+export async function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
   const { rows } = await q.query<FinishRow>(
     `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $2, true)
      FROM billing_finish_group($1::jsonb) ORDER BY ordinal`,

@@ -1,6 +1,7 @@
 import { createTemporalWorker, bundleWorkflows } from '../../workers/temporal-worker.js';
 import type { Platform } from '../../shared/platform/platform.js';
-import { bearer, call, type TestPlatform } from './test-platform.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './emulated-gateway.js';
+import { bearer, call, type TestDeveloper, type TestPlatform } from './test-platform.js';
 
 /** Helpers of the batch suites: uploads, polling, reading result files, an in-process worker. */
 
@@ -64,6 +65,22 @@ export async function readResultFile(gateway: TestPlatform, key: string, fileId:
     .split('\n')
     .filter((line) => line !== '')
     .map((line) => JSON.parse(line));
+}
+
+/**
+ * A batch suite's world: the gateway with the emulator as every provider, a developer funded with
+ * 100 USD, and a batch worker in this process. `close` stops the worker, then the rest.
+ */
+export async function startBatchGateway(env: Record<string, string>): Promise<{ emulated: EmulatedGateway; gateway: TestPlatform; developer: TestDeveloper; close(): Promise<void> }> {
+  const started = await startEmulatedGatewayWithDeveloper(env, 100_000_000);
+  const worker = await startInProcessWorker(started.gateway.platform);
+  return {
+    ...started,
+    async close() {
+      await worker.stop();
+      await started.emulated.close();
+    },
+  };
 }
 
 /** A Temporal worker inside the test process on the platform's task queue (for suites that never kill it). */
