@@ -1,12 +1,11 @@
-import type { ServerResponse } from 'node:http';
 import express, { type Express, type Router } from 'express';
-import { pinoHttp } from 'pino-http';
 import type { Platform } from '../shared/platform/platform.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
+import { requestLog } from './middleware/request-log.js';
 import { accountRoutes } from './routes/accounts.js';
 import { billingRoutes } from './routes/billing.js';
 import { chatRoutes } from './routes/chat.js';
@@ -42,16 +41,7 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.set('trust proxy', config.TRUST_PROXY_HOPS);
 
   app.use(requestId);
-  app.use(
-    pinoHttp({
-      logger,
-      genReqId: (req) => (req as express.Request).id,
-      customAttributeKeys: { reqId: 'request_id' },
-      customSuccessObject: (_req, res, entry) => withErrorCode(res, entry),
-      customErrorObject: (_req, res, _error, entry) => withErrorCode(res, entry),
-      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
-    }),
-  );
+  app.use(requestLog(app, logger));
   app.use(metrics.middleware);
 
   app.get('/metrics', async (_req, res) => {
@@ -84,9 +74,4 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(notFound);
   app.use(errorHandler);
   return app;
-}
-
-function withErrorCode(res: ServerResponse, entry: Record<string, unknown>): Record<string, unknown> {
-  const code = (res as express.Response).locals?.errorCode;
-  return code ? { ...entry, error_code: code } : entry;
 }

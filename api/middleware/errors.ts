@@ -10,9 +10,9 @@ export const notFound: RequestHandler = (req, _res, next) => {
 /** The one place an error becomes a response: the spec's envelope, never a stack trace. */
 export const errorHandler: ErrorRequestHandler = (error: unknown, req, res, next) => {
   const failure = toServiceError(error);
-  // The access log line (pino-http) carries the code; a 500 also logs its cause here, with the stack.
+  // The access log line (middleware/request-log.ts) carries the code; a 500 also logs its cause here, with the stack.
   res.locals.errorCode = failure.code;
-  if (failure.status >= 500) req.log?.error({ err: error }, 'request failed');
+  if (failure.status >= 500) req.log.error({ err: error }, 'request failed');
   if (res.headersSent) return next(error);
   if (failure.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(failure.retryAfterSeconds));
   res.status(failure.status).json(toEnvelope(failure));

@@ -128,7 +128,7 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
   const usage = await stream.finish(failure === undefined, id);
   if (res.writableEnded || signal.aborted) return;
   if (failure !== undefined) {
-    req.log?.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
+    req.log.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
     const translated = translateUpstream(failure);
     res.write(`data: ${JSON.stringify(toEnvelope(translated instanceof ServiceError ? translated : serviceError('upstream_unavailable')))}\n\n`);
   } else {
