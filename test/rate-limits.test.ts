@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LimitLayer } from '../shared/ratelimit/limiter.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RateLimiter, type LimitLayer } from '../shared/ratelimit/limiter.js';
 import {
   bearer,
   call,
@@ -102,12 +102,21 @@ describe('the sliding-window limiter', () => {
     const { limiter } = gateway.platform;
     const tokens = layer('t:tpm', 1000, 0, false);
     expect(await limiter.consume([tokens])).toMatchObject({ allowed: true });
-    await limiter.recordUsage(['t:tpm'], 999);
+    limiter.recordUsage(['t:tpm'], 999);
     expect(await limiter.consume([tokens])).toMatchObject({ allowed: true });
-    await limiter.recordUsage(['t:tpm'], 5);
+    limiter.recordUsage(['t:tpm'], 5);
     const refused = await limiter.consume([tokens]);
     expect(refused).toMatchObject({ allowed: false, layer: { key: 't:tpm' } });
     if (!refused.allowed) expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+  });
+
+  it('sends recorded tokens on their own when no check follows, so another replica sees them', async () => {
+    const { limiter, redis, config } = gateway.platform;
+    const replica = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
+    const tokens = layer('idle:tpm', 50, 0, false);
+    expect(await replica.consume([tokens])).toMatchObject({ allowed: true });
+    limiter.recordUsage(['idle:tpm'], 50);
+    await vi.waitFor(async () => expect(await replica.consume([tokens])).toMatchObject({ allowed: false, layer: { key: 'idle:tpm' } }));
   });
 
   it('counts nothing in any layer when one layer refuses', async () => {

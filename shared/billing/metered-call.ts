@@ -59,20 +59,17 @@ export async function runMeteredCall<T>(
     await release(platform.db, hold);
     throw error;
   }
-  // The wallet (PostgreSQL) and the token-per-minute counters (Redis) are independent: both at once.
-  const [settled] = await Promise.all([
-    settle(platform.db, platform.config, hold, {
-      costMicros: outcome.costMicros,
-      billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
-      model: outcome.model,
-      tokensIn: outcome.tokensIn,
-      tokensOut: outcome.tokensOut,
-      requestId: call.requestId,
-      idempotencyKey: options.idempotencyKey ?? null,
-      events: options.events?.(outcome) ?? [],
-    }),
-    platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut),
-  ]);
+  const settled = await settle(platform.db, platform.config, hold, {
+    costMicros: outcome.costMicros,
+    billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
+    model: outcome.model,
+    tokensIn: outcome.tokensIn,
+    tokensOut: outcome.tokensOut,
+    requestId: call.requestId,
+    idempotencyKey: options.idempotencyKey ?? null,
+    events: options.events?.(outcome) ?? [],
+  });
+  platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut);
   return { result: outcome.result, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
 }
 

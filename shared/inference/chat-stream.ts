@@ -60,7 +60,7 @@ export class MeteredChatStream {
       requestId: this.call.requestId,
       events: completed ? [chatFinishedEvent(this.call, completionId, model.id, charged, [model.id])] : [],
     });
-    await this.platform.limiter.recordUsage(this.call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
+    this.platform.limiter.recordUsage(this.call.tokenCounterKeys, charged.inputTokens + charged.outputTokens);
     return charged;
   }
 }

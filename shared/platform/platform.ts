@@ -54,7 +54,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
   const close = () => {
     closing ??= (async () => {
       // Producers first (they use Redis), then the connections they rode on.
-      const results: PromiseSettledResult<unknown>[] = await Promise.allSettled([queues.close(), cpu.close()]);
+      const results: PromiseSettledResult<unknown>[] = await Promise.allSettled([queues.close(), cpu.close(), limiter.flushUsage()]);
       results.push(...(await Promise.allSettled([db.end(), redis.quit(), temporal.connection.close(), temporal.probe.close()])));
       for (const result of results) {
         if (result.status === 'rejected') logger.warn({ err: result.reason }, 'a connection did not close cleanly');

@@ -3,8 +3,9 @@ import type { Redis } from 'ioredis';
 import { serviceError, type ErrorCode } from '../errors.js';
 
 const SCRIPT = readFileSync(new URL('./sliding-window.lua', import.meta.url), 'utf8');
-const RECORD_USAGE = readFileSync(new URL('./record-usage.lua', import.meta.url), 'utf8');
 const WINDOW_SECONDS = 60;
+/** How long tokens a call used may wait for the next check to carry them before going alone. */
+const USAGE_FLUSH_MS = 5;
 
 /**
  * One layer of a request's rate limits: a counter shared by every API replica through Redis.
@@ -27,29 +28,29 @@ export type LimitDecision =
   | { allowed: false; layer: LimitLayer; retryAfterSeconds: number };
 
 type SlidingWindow = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<number[]>;
-type RecordUsage = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<number>;
 
 export class RateLimiter {
   private readonly run: SlidingWindow;
-  private readonly record: RecordUsage;
+  /** Tokens calls used that Redis has not counted yet, by Redis key (see recordUsage). */
+  private pendingUsage = new Map<string, number>();
+  private usageTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
   ) {
     if (!('slidingWindow' in redis)) redis.defineCommand('slidingWindow', { lua: SCRIPT });
-    if (!('recordUsage' in redis)) redis.defineCommand('recordUsage', { lua: RECORD_USAGE });
     this.run = (redis as unknown as { slidingWindow: SlidingWindow }).slidingWindow.bind(redis);
-    this.record = (redis as unknown as { recordUsage: RecordUsage }).recordUsage.bind(redis);
   }
 
-  /** Checks all layers in one atomic round trip; a refused request is counted in none. */
+  /**
+   * Checks all layers in one atomic round trip; a refused request is counted in none. Tokens
+   * recorded since the last round trip are counted first, in the same script.
+   */
   async consume(layers: readonly LimitLayer[]): Promise<LimitDecision> {
     if (layers.length === 0) return { allowed: true, remaining: undefined };
-    const args: (string | number)[] = layers.map((layer) => this.redisKey(layer.key));
-    args.push(WINDOW_SECONDS);
-    for (const layer of layers) args.push(layer.limit, layer.cost);
-    const [allowed, failing, retryAfter, ...remaining] = await this.run(layers.length, ...args);
+    const result = await this.roundTrip(layers);
+    const [allowed, failing, retryAfter, ...remaining] = result;
     if (allowed !== 1) return { allowed: false, layer: layers[failing! - 1]!, retryAfterSeconds: retryAfter! };
     const requestRemaining = layers.flatMap((layer, i) => (layer.countsRequests ? [Math.max(0, remaining[i]!)] : []));
     return { allowed: true, remaining: requestRemaining.length ? Math.min(...requestRemaining) : undefined };
@@ -62,10 +63,48 @@ export class RateLimiter {
     return decision.remaining;
   }
 
-  /** Adds the tokens a call actually used to its token-per-minute layers, once they are known. */
-  async recordUsage(keys: readonly string[], units: number): Promise<void> {
-    if (units <= 0 || keys.length === 0) return;
-    await this.record(keys.length, ...keys.map((key) => this.redisKey(key)), units, WINDOW_SECONDS);
+  /**
+   * Adds the tokens a call actually used to its token-per-minute layers, once they are known. The
+   * count leaves with this process's next check (which therefore already sees it), or on its own
+   * after USAGE_FLUSH_MS when no check comes: under load that saves every call a Redis round
+   * trip, which on this kind of machine costs about as much CPU as the script itself.
+   */
+  recordUsage(keys: readonly string[], units: number): void {
+    if (units <= 0) return;
+    for (const key of keys) {
+      const redisKey = this.redisKey(key);
+      this.pendingUsage.set(redisKey, (this.pendingUsage.get(redisKey) ?? 0) + units);
+    }
+    this.scheduleUsageFlush();
+  }
+
+  /** Sends the tokens recorded but not yet counted (also called before the process closes Redis). */
+  async flushUsage(): Promise<void> {
+    if (this.pendingUsage.size > 0) await this.roundTrip([]);
+  }
+
+  /** One script run: the pending usage first, then the layers. Usage that fails to go is kept for the next one. */
+  private async roundTrip(layers: readonly LimitLayer[]): Promise<number[]> {
+    clearTimeout(this.usageTimer);
+    this.usageTimer = undefined;
+    const usage = this.pendingUsage;
+    this.pendingUsage = new Map();
+    const keys = [...layers.map((layer) => this.redisKey(layer.key)), ...usage.keys()];
+    const args: (string | number)[] = [WINDOW_SECONDS, layers.length];
+    for (const layer of layers) args.push(layer.limit, layer.cost);
+    args.push(...usage.values());
+    try {
+      return await this.run(keys.length, ...keys, ...args);
+    } catch (error) {
+      for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
+      if (this.pendingUsage.size > 0) this.scheduleUsageFlush();
+      throw error;
+    }
+  }
+
+  /** A failed flush keeps its counts (roundTrip puts them back) for the next check or flush. */
+  private scheduleUsageFlush(): void {
+    this.usageTimer ??= setTimeout(() => void this.flushUsage().catch(() => undefined), USAGE_FLUSH_MS);
   }
 
   private redisKey(key: string): string {

@@ -3,20 +3,34 @@
 -- window is exactly the last WINDOW seconds and a burst can never pass more than the limit.
 -- Time comes from the Redis server, so every API replica agrees on it.
 --
--- KEYS[i]      the layer's hash
--- ARGV[1]      window in seconds
--- ARGV[1+2i-1] limit of layer i
--- ARGV[1+2i]   cost of layer i (units to add; 0 = only check that the layer is not already full)
+-- First it adds the units of earlier calls that were not yet counted (tokens, known once those
+-- calls finished) to the current bucket of their hashes: they ride on this round trip instead of
+-- costing one of their own, and this check already sees them.
+--
+-- KEYS[1..n]         the layers' hashes (n = ARGV[2]; 0 = only record usage)
+-- KEYS[n+1..]        hashes of token layers to add usage to
+-- ARGV[1]            window in seconds
+-- ARGV[2]            n
+-- ARGV[2+2i-1]       limit of layer i
+-- ARGV[2+2i]         cost of layer i (units to add; 0 = only check that the layer is not already full)
+-- ARGV[2+2n+j]       units to add to usage hash j
 -- Returns { allowed (1|0), failing layer (1-based, 0 if none), retry_after_seconds, remaining... }
 local window = tonumber(ARGV[1])
+local layers = tonumber(ARGV[2])
 local now = tonumber(redis.call('TIME')[1])
 local oldest = now - window + 1
 local used = {}
 local buckets = {}
 
-for i, key in ipairs(KEYS) do
-  local limit = tonumber(ARGV[2 * i])
-  local cost = tonumber(ARGV[2 * i + 1])
+for j = layers + 1, #KEYS do
+  redis.call('HINCRBY', KEYS[j], now, tonumber(ARGV[2 + layers + j]))
+  redis.call('EXPIRE', KEYS[j], window + 1)
+end
+
+for i = 1, layers do
+  local key = KEYS[i]
+  local limit = tonumber(ARGV[1 + 2 * i])
+  local cost = tonumber(ARGV[2 + 2 * i])
   local fields = redis.call('HGETALL', key)
   local total = 0
   local live = {}
@@ -55,9 +69,10 @@ for i, key in ipairs(KEYS) do
 end
 
 local result = { 1, 0, 0 }
-for i, key in ipairs(KEYS) do
-  local limit = tonumber(ARGV[2 * i])
-  local cost = tonumber(ARGV[2 * i + 1])
+for i = 1, layers do
+  local key = KEYS[i]
+  local limit = tonumber(ARGV[1 + 2 * i])
+  local cost = tonumber(ARGV[2 + 2 * i])
   if cost > 0 then
     redis.call('HINCRBY', key, now, cost)
     redis.call('EXPIRE', key, window + 1)
