@@ -29,7 +29,7 @@ import { batchRoutes } from './routes/batches.js';
  */
 export interface GatewayAppOptions {
   metrics?: HttpMetrics;
-  /** More routers, mounted after the platform's own and before the 404 (benchmarks and tests). */
+  /** More routers, on paths of their own, tried before the platform's (benchmarks and tests). */
   routes?: Router[];
 }
 
@@ -53,23 +53,25 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(readCredential);
 
   // Routers spell out full paths, so the matched pattern (the metrics label) is the whole route.
+  // Express tries routers in order, every route of each, until one matches: the metered calls,
+  // the gateway's traffic, come first (with the extra routers, which use their own paths).
+  for (const router of options.routes ?? []) app.use(router);
+  app.use(chatRoutes(platform));
+  app.use(embeddingRoutes(platform));
+  app.use(moderationRoutes(platform));
+  app.use(rerankRoutes(platform));
+  app.use(mediaRoutes(platform));
   app.use(systemRoutes(platform));
   app.use(accountRoutes(platform));
   app.use(customerRoutes(platform));
   app.use(billingRoutes(platform));
-  app.use(chatRoutes(platform));
-  app.use(embeddingRoutes(platform));
-  app.use(moderationRoutes(platform));
   app.use(modelRoutes(platform));
   app.use(modelDefinitionRoutes(platform));
-  app.use(rerankRoutes(platform));
-  app.use(mediaRoutes(platform));
   app.use(clientTokenRoutes(platform));
   app.use(webhookRoutes(platform));
   app.use(fileRoutes(platform));
   app.use(batchRoutes(platform));
   app.use(dashboardRoutes(platform));
-  for (const router of options.routes ?? []) app.use(router);
 
   app.use(notFound);
   app.use(errorHandler);
