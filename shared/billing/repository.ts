@@ -120,17 +120,21 @@ const MAX_GROUP = 200;
 
 /** A call alone runs the per-call function (migrations 009 and 013): cheaper than a group of one. */
 async function authorizeOne(q: Queryable, call: AuthorizeCall): Promise<AuthorizeRow> {
-  const { rows } = await q.query<AuthorizeRow>(
+  const { rows } = await q.query<AuthorizeRow>({
+    name: 'billing-authorize-one',
+    text:
     // set_config(..., true) lasts until this statement's own transaction commits, so it decides how that commit waits.
     `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $10, true)
      FROM billing_authorize_current($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [call.generation, call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId, commitSetting(call.commit)],
-  );
+    values: [call.generation, call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId, commitSetting(call.commit)],
+  });
   return rows[0]!;
 }
 
 async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
-  const { rows } = await q.query<FinishRow>(
+  const { rows } = await q.query<FinishRow>({
+    name: 'billing-finish-one',
+    text:
     // The call's own events (e.g. chat.completion.finished) commit with its charge, and only when it
     // charged: a settlement repeated under the same idempotency key records nothing twice.
     `WITH finished AS MATERIALIZED (
@@ -143,7 +147,7 @@ async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
        WHERE finished.charged
      )
      SELECT charged, deducted_micros, balance_after_micros FROM finished`,
-    [
+    values: [
       finish.holdId,
       finish.settle,
       finish.costMicros,
@@ -160,16 +164,18 @@ async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
       finish.developerId,
       JSON.stringify(finish.events),
     ],
-  );
+  });
   return rows[0]!;
 }
 
 /** Calls that arrived together, in one statement (migration 014); one row per call, in order. */
 export async function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
-  const { rows } = await q.query<AuthorizeRow>(
+  const { rows } = await q.query<AuthorizeRow>({
+    name: 'billing-authorize-group',
+    text:
     `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $2, true)
      FROM billing_authorize_group($1::jsonb) ORDER BY ordinal`,
-    [
+    values: [
       JSON.stringify(
         calls.map((call, ordinal) => ({
           ordinal,
@@ -186,16 +192,18 @@ export async function authorizeGroup(q: Queryable, commit: CommitMode, calls: Au
       ),
       commitSetting(commit),
     ],
-  );
+  });
   return rows;
 }
 
 /** Settlements and releases that arrived together, in one statement (migration 014); one row per call, in order. */
 export async function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
-  const { rows } = await q.query<FinishRow>(
+  const { rows } = await q.query<FinishRow>({
+    name: 'billing-finish-group',
+    text:
     `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $2, true)
      FROM billing_finish_group($1::jsonb) ORDER BY ordinal`,
-    [
+    values: [
       JSON.stringify(
         calls.map((call, ordinal) => ({
           ordinal,
@@ -217,7 +225,7 @@ export async function finishGroup(q: Queryable, commit: CommitMode, calls: Finis
       ),
       commitSetting(commit),
     ],
-  );
+  });
   return rows;
 }
 
