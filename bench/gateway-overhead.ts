@@ -93,6 +93,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
           'direct p99 ms': base.p99.toFixed(2),
           'gateway p99 ms': via.p99.toFixed(2),
           'added p99 ms': addedP99.toFixed(2),
+          'cpu steal %': via.stealPercent?.toFixed(0) ?? 'n/a',
         },
       };
     };

@@ -65,6 +65,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
         'p99 ms': result.p99.toFixed(2),
         'p99.9 ms': result.p999.toFixed(2),
         'max ms': result.max.toFixed(2),
+        'cpu steal %': result.stealPercent?.toFixed(0) ?? 'n/a',
       },
     ]);
   } finally {

@@ -27,6 +27,8 @@ export interface LoadResult {
   p99: number;
   p999: number;
   max: number;
+  /** The share of the machine's CPU time its hypervisor took during the run (Linux's "steal"); undefined off Linux. */
+  stealPercent: number | undefined;
 }
 
 /**
@@ -37,6 +39,28 @@ export interface LoadResult {
  * uses the in-process generator instead.
  */
 export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<LoadResult> {
+  const before = cpuTimes();
+  const result = await generate(target, ratePerSecond, seconds);
+  const after = cpuTimes();
+  const stealPercent = before && after ? (100 * (after.steal - before.steal)) / Math.max(1, after.total - before.total) : undefined;
+  return { ...result, stealPercent };
+}
+
+/**
+ * A virtual machine's CPU time taken by its hypervisor for other guests ("steal", the eighth field
+ * of /proc/stat's cpu line). On a shared 2-core machine it ranged from 1 % to a third of all CPU
+ * time between runs of one commit, so every latency figure is printed beside it.
+ */
+function cpuTimes(): { steal: number; total: number } | undefined {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+    return { steal: fields[7]!, total: fields.reduce((sum, value) => sum + value, 0) };
+  } catch {
+    return undefined;
+  }
+}
+
+async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent'>> {
   const binary = process.env.BENCH_LOADGEN === 'node' ? undefined : await goLoadgen();
   if (binary) {
     const args = ['-url', `${target.origin}${target.path}`, '-method', 'POST', '-body', target.body, '-rate', String(ratePerSecond), '-seconds', String(seconds)];
