@@ -76,8 +76,10 @@ const configSchema = z.object({
   /**
    * Metering statements of each kind (reserve, settle) a process runs at once; calls arriving while
    * that many run share the next statement (group commit, migration 014). 0 = one statement per call.
+   * 1 by default: a group already carries every wallet's calls, and a second statement of the same
+   * kind mostly waits for the first one's lock on the busiest wallet row.
    */
-  METERING_GROUP_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(2),
+  METERING_GROUP_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(1),
   /** How long an API process keeps a verified key or customer for metered calls (0 = always read PostgreSQL). */
   CREDENTIAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   /** Calls per minute on one rsk_ provisioning key. */
