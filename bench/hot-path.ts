@@ -50,25 +50,31 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     body: JSON.stringify({ max_cost_micros: 2_000, cost_micros: 1_000, tokens_in: 12, tokens_out: 6 }),
   };
 
+  const floorServer = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-server.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const floorTarget = { ...target, origin: await listeningOrigin(floorServer.stdout!) };
+
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
     const result = await openLoopLoad(target, options.ratePerSecond, options.seconds);
+    // The same load against a bare node:http server: the part of each figure the machine itself takes.
+    const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10));
+    const row = (name: string, measured: typeof result) => ({
+      target: name,
+      'offered req/s': options.ratePerSecond,
+      'sustained req/s': Math.round(measured.sustainedPerSecond),
+      requests: measured.requests,
+      'non-200': measured.failures,
+      'p50 ms': measured.p50.toFixed(2),
+      'p90 ms': measured.p90.toFixed(2),
+      'p99 ms': measured.p99.toFixed(2),
+      'p99.9 ms': measured.p999.toFixed(2),
+      'max ms': measured.max.toFixed(2),
+      'cpu steal %': measured.stealPercent?.toFixed(0) ?? 'n/a',
+    });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
-    console.table([
-      {
-        'offered req/s': options.ratePerSecond,
-        'sustained req/s': Math.round(result.sustainedPerSecond),
-        requests: result.requests,
-        'non-200': result.failures,
-        'p50 ms': result.p50.toFixed(2),
-        'p90 ms': result.p90.toFixed(2),
-        'p99 ms': result.p99.toFixed(2),
-        'p99.9 ms': result.p999.toFixed(2),
-        'max ms': result.max.toFixed(2),
-        'cpu steal %': result.stealPercent?.toFixed(0) ?? 'n/a',
-      },
-    ]);
+    console.table([row('metered call', result), row('bare node:http (floor)', floor)]);
   } finally {
+    await stopChild(floorServer);
     await stopChild(api);
   }
 }
