@@ -49,8 +49,7 @@ export class RateLimiter {
    */
   async consume(layers: readonly LimitLayer[]): Promise<LimitDecision> {
     if (layers.length === 0) return { allowed: true, remaining: undefined };
-    const result = await this.roundTrip(layers);
-    const [allowed, failing, retryAfter, ...remaining] = result;
+    const [allowed, failing, retryAfter, ...remaining] = await this.roundTrip(layers);
     if (allowed !== 1) return { allowed: false, layer: layers[failing! - 1]!, retryAfterSeconds: retryAfter! };
     const requestRemaining = layers.flatMap((layer, i) => (layer.countsRequests ? [Math.max(0, remaining[i]!)] : []));
     return { allowed: true, remaining: requestRemaining.length ? Math.min(...requestRemaining) : undefined };
@@ -75,7 +74,8 @@ export class RateLimiter {
       const redisKey = this.redisKey(key);
       this.pendingUsage.set(redisKey, (this.pendingUsage.get(redisKey) ?? 0) + units);
     }
-    this.scheduleUsageFlush();
+    // A failed flush is not lost: roundTrip keeps its counts for the next check.
+    this.usageTimer ??= setTimeout(() => void this.flushUsage().catch(() => undefined), USAGE_FLUSH_MS);
   }
 
   /** Sends the tokens recorded but not yet counted (also called before the process closes Redis). */
@@ -83,7 +83,10 @@ export class RateLimiter {
     if (this.pendingUsage.size > 0) await this.roundTrip([]);
   }
 
-  /** One script run: the pending usage first, then the layers. Usage that fails to go is kept for the next one. */
+  /**
+   * One script run: the pending usage first, then the layers. Usage that fails to go is kept for
+   * the next check or the next call's timer, not retried on a timer of its own while Redis is down.
+   */
   private async roundTrip(layers: readonly LimitLayer[]): Promise<number[]> {
     clearTimeout(this.usageTimer);
     this.usageTimer = undefined;
@@ -97,15 +100,10 @@ export class RateLimiter {
       return await this.run(keys.length, ...keys, ...args);
     } catch (error) {
       for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
-      if (this.pendingUsage.size > 0) this.scheduleUsageFlush();
       throw error;
     }
   }
 
-  /** A failed flush keeps its counts (roundTrip puts them back) for the next check or flush. */
-  private scheduleUsageFlush(): void {
-    this.usageTimer ??= setTimeout(() => void this.flushUsage().catch(() => undefined), USAGE_FLUSH_MS);
-  }
 
   private redisKey(key: string): string {
     return `${this.prefix}:rl:${key}`;
