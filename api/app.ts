@@ -38,6 +38,9 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   const { config, logger } = platform;
   const app = express();
   app.disable('x-powered-by');
+  // Express would hash every response body into a weak ETag, POST results and errors included;
+  // no client of this API revalidates (3 µs a small JSON body, and a pass over every audio body).
+  app.set('etag', false);
   app.set('trust proxy', config.TRUST_PROXY_HOPS);
 
   app.use(requestId);
