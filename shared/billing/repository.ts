@@ -1,3 +1,4 @@
+import type { QueryResultRow } from 'pg';
 import { GroupCommit } from '../db/group-commit.js';
 import type { Db, Queryable } from '../db/pool.js';
 
@@ -120,11 +121,10 @@ const MAX_GROUP = 200;
 
 /** A call alone runs the per-call function (migrations 009 and 013): cheaper than a group of one. */
 async function authorizeOne(q: Queryable, call: AuthorizeCall): Promise<AuthorizeRow> {
+  // set_config(..., true) lasts until this statement's own transaction commits, so it decides how that commit waits.
   const { rows } = await q.query<AuthorizeRow>({
     name: 'billing-authorize-one',
-    text:
-    // set_config(..., true) lasts until this statement's own transaction commits, so it decides how that commit waits.
-    `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $10, true)
+    text: `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $10, true)
      FROM billing_authorize_current($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     values: [call.generation, call.developerId, call.payerAccountId, call.customerId, call.budgetMicros, call.amountMicros, call.requestId, call.ttlSeconds, call.eventId, commitSetting(call.commit)],
   });
@@ -132,12 +132,11 @@ async function authorizeOne(q: Queryable, call: AuthorizeCall): Promise<Authoriz
 }
 
 async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
+  // The call's own events (e.g. chat.completion.finished) commit with its charge, and only when it
+  // charged: a settlement repeated under the same idempotency key records nothing twice.
   const { rows } = await q.query<FinishRow>({
     name: 'billing-finish-one',
-    text:
-    // The call's own events (e.g. chat.completion.finished) commit with its charge, and only when it
-    // charged: a settlement repeated under the same idempotency key records nothing twice.
-    `WITH finished AS MATERIALIZED (
+    text: `WITH finished AS MATERIALIZED (
        SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $13, true)
        FROM billing_finish($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      ), recorded AS (
@@ -169,62 +168,57 @@ async function finishOne(q: Queryable, finish: FinishCall): Promise<FinishRow> {
 }
 
 /** Calls that arrived together, in one statement (migration 014); one row per call, in order. */
-export async function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
-  const { rows } = await q.query<AuthorizeRow>({
-    name: 'billing-authorize-group',
-    text:
-    `SELECT outcome, hold_id, payer, budget_month::text AS budget_month, set_config('synchronous_commit', $2, true)
-     FROM billing_authorize_group($1::jsonb) ORDER BY ordinal`,
-    values: [
-      JSON.stringify(
-        calls.map((call, ordinal) => ({
-          ordinal,
-          generation: call.generation,
-          developer: call.developerId,
-          payer_account: call.payerAccountId,
-          customer: call.customerId,
-          budget_micros: call.budgetMicros,
-          amount: call.amountMicros,
-          request_id: call.requestId,
-          ttl_seconds: call.ttlSeconds,
-          event_id: call.eventId,
-        })),
-      ),
-      commitSetting(commit),
-    ],
-  });
-  return rows;
+export function authorizeGroup(q: Queryable, commit: CommitMode, calls: AuthorizeCall[]): Promise<AuthorizeRow[]> {
+  const entries = calls.map((call) => ({
+    generation: call.generation,
+    developer: call.developerId,
+    payer_account: call.payerAccountId,
+    customer: call.customerId,
+    budget_micros: call.budgetMicros,
+    amount: call.amountMicros,
+    request_id: call.requestId,
+    ttl_seconds: call.ttlSeconds,
+    event_id: call.eventId,
+  }));
+  return groupStatement<AuthorizeRow>(q, 'billing_authorize_group', 'outcome, hold_id, payer, budget_month::text AS budget_month', commit, entries);
 }
 
 /** Settlements and releases that arrived together, in one statement (migration 014); one row per call, in order. */
-export async function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
-  const { rows } = await q.query<FinishRow>({
-    name: 'billing-finish-group',
-    text:
-    `SELECT charged, deducted_micros, balance_after_micros, set_config('synchronous_commit', $2, true)
-     FROM billing_finish_group($1::jsonb) ORDER BY ordinal`,
-    values: [
-      JSON.stringify(
-        calls.map((call, ordinal) => ({
-          ordinal,
-          hold: call.holdId,
-          settle: call.settle,
-          cost: call.costMicros,
-          billable: call.billableMicros,
-          model: call.model,
-          tokens_in: call.tokensIn,
-          tokens_out: call.tokensOut,
-          request_id: call.requestId,
-          idempotency_key: call.idempotencyKey,
-          low_micros: call.lowThresholdMicros,
-          low_event_id: call.lowEventId,
-          empty_event_id: call.emptyEventId,
-          developer: call.developerId,
-          events: call.events,
-        })),
-      ),
-      commitSetting(commit),
-    ],
+export function finishGroup(q: Queryable, commit: CommitMode, calls: FinishCall[]): Promise<FinishRow[]> {
+  const entries = calls.map((call) => ({
+    hold: call.holdId,
+    settle: call.settle,
+    cost: call.costMicros,
+    billable: call.billableMicros,
+    model: call.model,
+    tokens_in: call.tokensIn,
+    tokens_out: call.tokensOut,
+    request_id: call.requestId,
+    idempotency_key: call.idempotencyKey,
+    low_micros: call.lowThresholdMicros,
+    low_event_id: call.lowEventId,
+    empty_event_id: call.emptyEventId,
+    developer: call.developerId,
+    events: call.events,
+  }));
+  return groupStatement<FinishRow>(q, 'billing_finish_group', 'charged, deducted_micros, balance_after_micros', commit, entries);
+}
+
+/**
+ * One group function of migration 014, as a prepared statement: the calls go as a JSON array,
+ * each with its ordinal, and one row comes back per call, in their order.
+ */
+async function groupStatement<Row extends QueryResultRow>(
+  q: Queryable,
+  fn: 'billing_authorize_group' | 'billing_finish_group',
+  columns: string,
+  commit: CommitMode,
+  calls: object[],
+): Promise<Row[]> {
+  const { rows } = await q.query<Row>({
+    name: fn,
+    text: `SELECT ${columns}, set_config('synchronous_commit', $2, true) FROM ${fn}($1::jsonb) ORDER BY ordinal`,
+    values: [JSON.stringify(calls.map((call, ordinal) => ({ ordinal, ...call }))), commitSetting(commit)],
   });
   return rows;
 }

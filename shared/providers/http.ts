@@ -118,10 +118,10 @@ export interface UpstreamResponse {
  * The one HTTP call of every adapter, made with undici's request API rather than fetch: fetch wraps
  * every call in WHATWG Request, Headers, Response and stream objects, which cost a gateway that
  * makes thousands of calls a second more CPU than the call itself. It goes through the process's
- * global undici dispatcher, the keep-alive connection pool fetch uses too. A non-2xx answer becomes `UpstreamError.fromStatus` (with
- * the provider's own message and Retry-After); a network failure becomes a retryable
- * UpstreamError without a status; an abort is rethrown unchanged so the caller sees its own
- * cancellation.
+ * global undici dispatcher, the keep-alive connection pool fetch uses too. A non-2xx answer
+ * becomes `UpstreamError.fromStatus` (with the provider's own message and Retry-After); a network
+ * failure becomes a retryable UpstreamError without a status; an abort is rethrown unchanged so
+ * the caller sees its own cancellation.
  */
 export async function upstreamFetch(provider: string, url: string, init: UpstreamRequest, options: UpstreamFetchOptions = {}): Promise<UpstreamResponse> {
   let headers = init.headers;
