@@ -211,7 +211,8 @@ describe.each(CASES)('$name', ({ provider, adapter, refusedAdapter, refusedStatu
     const deltas = events.filter((event) => event.type === 'delta');
     expect(deltas.length).toBeGreaterThan(1);
     expect(textOf(events)).toBe(whole.content);
-    expect(events.slice(deltas.length)).toEqual([
+    expect(events[0]).toEqual({ type: 'opened' });
+    expect(events.slice(deltas.length + 1)).toEqual([
       { type: 'finish', finishReason: 'stop' },
       { type: 'usage', usage: whole.usage },
     ]);
@@ -471,6 +472,7 @@ describe('bedrock converse-stream events beyond text', () => {
     ]);
     const events = await collect(createBedrockAdapter(bedrockSettings()).chatStream!(request()));
     expect(events).toEqual([
+      { type: 'opened' },
       { type: 'delta', content: 'Let me look.' },
       { type: 'delta', toolCalls: [{ index: 0, id: 'tooluse_1', name: 'weather' }] },
       { type: 'delta', toolCalls: [{ index: 0, arguments: '{"city":' }] },
@@ -487,16 +489,25 @@ describe('bedrock converse-stream events beyond text', () => {
       encodeEventStreamMessage({ ':exception-type': 'throttlingException', ':content-type': 'application/json', ':message-type': 'exception' }, Buffer.from('{"message":"slow down"}')),
     ]);
     const { events, error } = await collectUntilFailure(createBedrockAdapter(bedrockSettings()).chatStream!(request()));
-    expect(events).toEqual([]);
+    expect(events).toEqual([{ type: 'opened' }]);
     expect(error).toBeInstanceOf(UpstreamError);
     expect(error).toMatchObject({ provider: 'bedrock', status: 429, retryable: true });
     expect((error as Error).message).toContain('slow down');
   });
 
+  it('does not open a stream whose first frame is an exception (the call can still be retried whole)', async () => {
+    answerWithFrames([
+      encodeEventStreamMessage({ ':exception-type': 'throttlingException', ':content-type': 'application/json', ':message-type': 'exception' }, Buffer.from('{"message":"slow down"}')),
+    ]);
+    const { events, error } = await collectUntilFailure(createBedrockAdapter(bedrockSettings()).chatStream!(request()));
+    expect(events).toEqual([]);
+    expect(error).toMatchObject({ provider: 'bedrock', status: 429, retryable: true });
+  });
+
   it('refuses a stream that ends cleanly without messageStop and metadata', async () => {
     answerWithFrames([encodeBedrockEvent('messageStart', { role: 'assistant' }), encodeBedrockEvent('contentBlockDelta', { contentBlockIndex: 0, delta: { text: 'half' } })]);
     const { events, error } = await collectUntilFailure(createBedrockAdapter(bedrockSettings()).chatStream!(request()));
-    expect(events).toEqual([{ type: 'delta', content: 'half' }]);
+    expect(events).toEqual([{ type: 'opened' }, { type: 'delta', content: 'half' }]);
     expect(error).toMatchObject({ provider: 'bedrock', retryable: true });
   });
 });

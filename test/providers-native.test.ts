@@ -162,7 +162,8 @@ describe.each(CASES)('$provider adapter against the emulator', ({ provider, crea
     const events = await collect(adapter().chatStream!(request(conversation())));
     const streamed = assemble(events);
     expect(streamed.content).toBe(plain.content);
-    expect(streamed.types.slice(0, -2).every((type) => type === 'delta')).toBe(true);
+    expect(streamed.types[0]).toBe('opened');
+    expect(streamed.types.slice(1, -2).every((type) => type === 'delta')).toBe(true);
     expect(streamed.types.filter((type) => type === 'delta').length).toBeGreaterThan(1);
     expect(events.slice(-2)).toEqual([
       { type: 'finish', finishReason: 'stop' },
@@ -255,7 +256,7 @@ describe.each(CASES)('$provider adapter against the emulator', ({ provider, crea
     );
     expect(error).toBeInstanceOf(UpstreamError);
     expect(error).toMatchObject({ provider, status: undefined, retryable: true });
-    expect(events.map((event) => event.type)).toEqual(['delta', 'delta']);
+    expect(events.map((event) => event.type)).toEqual(['opened', 'delta', 'delta']);
   });
 
   it('stops a call that is waiting for an answer when its signal aborts', async () => {
@@ -380,7 +381,7 @@ describe('anthropic specifics', () => {
       );
       expect(error).toBeInstanceOf(UpstreamError);
       expect(error).toMatchObject({ status: 529, retryable: true, message: 'anthropic: Overloaded' });
-      expect(seen).toEqual([{ type: 'delta', content: 'Hi' }]);
+      expect(seen).toEqual([{ type: 'opened' }, { type: 'delta', content: 'Hi' }]);
     } finally {
       fakeServer.closeAllConnections();
       await new Promise((resolve) => fakeServer.close(resolve));

@@ -1,4 +1,4 @@
-import type http from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
@@ -6,7 +6,7 @@ import { createOpenAiCompatibleAdapter } from '../shared/providers/openai-compat
 import { UpstreamError, type ChatRequest, type ChatStreamEvent, type ProviderAdapter } from '../shared/providers/types.js';
 import { createFullEmulator } from '../scripts/emulator/emulator.js';
 
-let server: http.Server;
+let server: Server;
 let url: string;
 let keys: Record<string, string>;
 
@@ -119,6 +119,33 @@ describe('failures', () => {
     const failure = await collect(adapter('groq').chatStream!(chatRequest('svc:groq/llama-3.3-70b-versatile', 'a stream'))).catch((error) => error);
     expect(failure).toBeInstanceOf(UpstreamError);
     expect(failure.retryable).toBe(true);
+  });
+
+  it('opens on the first frame, the role chunk, before any content (an error frame first opens nothing)', async () => {
+    // One-route fake upstreams: the emulator always follows its role chunk with content.
+    const frames = {
+      '/cut': 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n',
+      '/refused': 'data: {"error":{"message":"overloaded"}}\n\n',
+    };
+    const fake = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(frames[req.url!.replace('/chat/completions', '') as keyof typeof frames], () => res.destroy());
+    });
+    const fakeServer = await new Promise<Server>((resolve) => fake.listen(0, '127.0.0.1', () => resolve(fake)));
+    try {
+      for (const [path, opened] of [['/cut', [{ type: 'opened' }]], ['/refused', []]] as const) {
+        const upstream = createOpenAiCompatibleAdapter('openai', { kind: 'key', baseUrl: `${serverUrl(fakeServer)}${path}`, apiKey: 'any' });
+        const seen: ChatStreamEvent[] = [];
+        const failure = await (async () => {
+          for await (const event of upstream.chatStream!(chatRequest('svc:openai/gpt-4o-mini', 'hi'))) seen.push(event);
+        })().catch((error) => error);
+        expect(seen).toEqual(opened);
+        expect(failure).toMatchObject({ provider: 'openai', retryable: true });
+      }
+    } finally {
+      fakeServer.closeAllConnections();
+      await new Promise((resolve) => fakeServer.close(resolve));
+    }
   });
 
   it("the caller's abort stops the call and surfaces as the abort", async () => {

@@ -7,7 +7,7 @@ import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
 
 /**
  * The money side of a streamed completion. `open` reserves the call's maximum cost and starts the
- * upstream stream (retried until its first event arrives; a stream that never opens gives its
+ * upstream stream (retried until it opens, see the `opened` event; a stream that never opens gives its
  * reservation back). `finish` settles for what was generated: the provider's count, or an
  * estimate when the stream was cut by the upstream or by the client going away.
  */
@@ -80,7 +80,10 @@ export function chatFinishedEvent(call: Pick<MeteredCall, 'customer' | 'requestI
   };
 }
 
-/** Pulls a stream's first event (where connection and auth failures surface), then hands back the whole stream. */
+/**
+ * Pulls a stream's first event, `opened` (connection, auth and first-frame failures surface before
+ * it), then hands back the whole stream.
+ */
 async function firstEvent(stream: AsyncIterable<ChatStreamEvent>): Promise<AsyncIterable<ChatStreamEvent>> {
   const iterator = stream[Symbol.asyncIterator]();
   const first = await iterator.next();

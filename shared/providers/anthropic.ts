@@ -1,6 +1,7 @@
 import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
+  STREAM_OPENED,
   UpstreamError,
   type ChatMessage,
   type ChatRequest,
@@ -292,10 +293,15 @@ export async function* anthropicStreamEvents(provider: string, response: Upstrea
   /** Content-block index → tool-call index (tool calls are numbered among themselves). */
   const toolIndex = new Map<number, number>();
   const jsonBlocks = new Set<number>();
+  let opened = false;
 
   for await (const { event, data } of upstreamEvents(provider, response, signal)) {
     const payload = parseEventJson(provider, data);
     const type = (payload.type as string | undefined) ?? event;
+    if (!opened && type !== 'error') {
+      opened = true;
+      yield STREAM_OPENED;
+    }
     switch (type) {
       case 'message_start':
         usage = { ...((payload.message as { usage?: WireUsage } | undefined)?.usage ?? {}) };

@@ -3,6 +3,7 @@ import { signRequest } from './aws-sigv4.js';
 import { networkFailure, readJson, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { BedrockSettings } from './settings.js';
 import {
+  STREAM_OPENED,
   UpstreamError,
   type ChatMessage,
   type ChatRequest,
@@ -293,10 +294,15 @@ export function createBedrockAdapter(settings: BedrockSettings): ProviderAdapter
       // Tool calls are numbered in order of appearance, whatever their content-block index.
       const toolIndexByBlock = new Map<number, number>();
       const decoder = new TextDecoder();
+      let opened = false;
       try {
         for await (const message of readEventStream(response.body)) {
           const messageType = message.headers[':message-type'];
           if (messageType === 'exception' || messageType === 'error') throw streamException(message);
+          if (!opened) {
+            opened = true;
+            yield STREAM_OPENED;
+          }
           const eventType = message.headers[':event-type'];
           const event = JSON.parse(decoder.decode(message.payload)) as Record<string, unknown>;
           if (eventType === 'contentBlockStart') {

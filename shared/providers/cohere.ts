@@ -1,6 +1,7 @@
 import { parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
+  STREAM_OPENED,
   UpstreamError,
   type ChatMessage,
   type ChatRequest,
@@ -214,10 +215,15 @@ interface StreamPayload {
 
 async function* streamEvents(response: UpstreamResponse, signal: AbortSignal): AsyncGenerator<ChatStreamEvent> {
   let ended: { finishReason: string | undefined; usage: WireUsage | undefined } | undefined;
+  let opened = false;
   for await (const { event, data } of upstreamEvents(PROVIDER, response, signal)) {
     if (data === '[DONE]') continue;
     const payload = parseEventJson(PROVIDER, data) as StreamPayload;
     const message = payload.delta?.message;
+    if (!opened && payload.delta?.finish_reason !== 'ERROR') {
+      opened = true;
+      yield STREAM_OPENED;
+    }
     switch (payload.type ?? event) {
       case 'content-delta':
         if (message?.content?.text) yield { type: 'delta', content: message.content.text };

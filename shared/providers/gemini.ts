@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { parseDataUrl, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
+  STREAM_OPENED,
   UpstreamError,
   type ChatMessage,
   type ChatRequest,
@@ -319,9 +320,14 @@ export async function* geminiStreamEvents(provider: string, response: UpstreamRe
   let toolCalls = 0;
   let blocked = false;
 
+  let opened = false;
   for await (const { data } of upstreamEvents(provider, response, signal)) {
     const chunk = parseEventJson(provider, data) as GeminiResponse & { error?: { code?: number; message?: string } };
     if (chunk.error) throw UpstreamError.fromStatus(provider, chunk.error.code ?? 500, chunk.error.message ?? 'stream error');
+    if (!opened) {
+      opened = true;
+      yield STREAM_OPENED;
+    }
     usage = chunk.usageMetadata ?? usage;
     if (chunk.promptFeedback?.blockReason) blocked = true;
     const candidate = chunk.candidates?.[0];

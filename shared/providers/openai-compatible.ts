@@ -1,6 +1,7 @@
 import { networkFailure, parseEventJson, readJson, upstreamEvents, upstreamFetch, type UpstreamResponse } from './http.js';
 import type { KeyProviderSettings } from './settings.js';
 import {
+  STREAM_OPENED,
   UpstreamError,
   type ChatRequest,
   type ChatResult,
@@ -186,6 +187,7 @@ export async function* openAiStreamEvents(
   let usage: Usage | undefined;
   let generated = '';
   let done = false;
+  let opened = false;
   for await (const event of upstreamEvents(provider, response, request.signal)) {
     if (event.data === '[DONE]') {
       done = true;
@@ -193,6 +195,10 @@ export async function* openAiStreamEvents(
     }
     const chunk = parseEventJson(provider, event.data) as OpenAiCompletionChunk & { error?: { message?: string } };
     if (chunk.error) throw new UpstreamError(provider, undefined, chunk.error.message ?? 'error event in stream', true);
+    if (!opened) {
+      opened = true;
+      yield STREAM_OPENED;
+    }
     if (chunk.usage) usage = openAiUsage(chunk.usage, request, '');
     const delta = openAiChunkDelta(chunk);
     if (delta) {

@@ -74,10 +74,18 @@ export interface ChatResult {
 }
 
 /** What a stream yields, in order: deltas, then one finish, then one usage (always, last). */
+/**
+ * What a provider's stream yields, in the gateway's terms. `opened` comes once, first: the
+ * upstream accepted the call and its first frame arrived without an error, so the gateway can open
+ * its own stream then, not one token later; a failure before it is a plain error response.
+ */
 export type ChatStreamEvent =
+  | { type: 'opened' }
   | { type: 'delta'; content?: string; toolCalls?: Array<{ index: number; id?: string; name?: string; arguments?: string }> }
   | { type: 'finish'; finishReason: FinishReason }
   | { type: 'usage'; usage: Usage };
+
+export const STREAM_OPENED: ChatStreamEvent = Object.freeze({ type: 'opened' });
 
 export interface EmbeddingsRequest {
   model: CatalogModel;

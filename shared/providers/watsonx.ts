@@ -2,7 +2,7 @@ import { parseEventJson, readJson, upstreamEvents, upstreamFetch } from './http.
 import { openAiChatBody, openAiChatResult, openAiChunkDelta, openAiFinishReason, openAiUsage, type OpenAiCompletion, type OpenAiCompletionChunk } from './openai-compatible.js';
 import type { WatsonxSettings } from './settings.js';
 import { AccessTokenCache, postTokenForm } from './token-cache.js';
-import { UpstreamError, type ChatMessage, type ChatRequest, type ChatStreamEvent, type FinishReason, type ProviderAdapter, type Usage } from './types.js';
+import { STREAM_OPENED, UpstreamError, type ChatMessage, type ChatRequest, type ChatStreamEvent, type FinishReason, type ProviderAdapter, type Usage } from './types.js';
 
 /**
  * IBM watsonx.ai. The API key is exchanged at IBM Cloud IAM for a bearer token (one hour), held
@@ -69,10 +69,15 @@ export function createWatsonxAdapter(settings: WatsonxSettings): ProviderAdapter
       const response = await post(request, 'chat_stream');
       let finishReason: FinishReason | undefined;
       let usage: Usage | undefined;
+      let opened = false;
       for await (const { event, data } of upstreamEvents(PROVIDER, response, request.signal)) {
         if (event === 'error') throw new UpstreamError(PROVIDER, undefined, `stream error: ${data.slice(0, 500)}`, true);
         if (data === '[DONE]') break;
         const chunk = parseEventJson(PROVIDER, data) as OpenAiCompletionChunk;
+        if (!opened) {
+          opened = true;
+          yield STREAM_OPENED;
+        }
         const delta = openAiChunkDelta(chunk);
         if (delta) yield delta;
         const reason = chunk.choices?.[0]?.finish_reason;

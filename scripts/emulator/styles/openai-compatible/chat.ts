@@ -136,7 +136,7 @@ async function streamAnswer(call: EndpointCall, request: ChatRequest, result: Ch
   let sent = 0;
   for (const delta of deltas) {
     if (disconnectAt !== undefined && sent >= disconnectAt) break;
-    await sleep(options.chunkIntervalMs);
+    if (options.chunkIntervalMs > 0) await sleep(options.chunkIntervalMs);
     if (closed) {
       call.noteAbandoned?.(sent);
       return;
@@ -148,7 +148,7 @@ async function streamAnswer(call: EndpointCall, request: ChatRequest, result: Ch
     call.req.socket.destroy();
     return;
   }
-  await sleep(options.chunkIntervalMs);
+  if (options.chunkIntervalMs > 0) await sleep(options.chunkIntervalMs);
   if (closed) return;
   await send(chunk([choice({}, result.finishReason)]));
   if (includeUsage) await send(chunk([], usageOf(result)));
