@@ -2,7 +2,9 @@
  * What the gateway adds to a chat completion: the same non-streaming requests at fixed arrival
  * rates (open loop), once directly against the emulator and once through the gateway with
  * authentication, the rate-limit layers and metering on; and the time to the first streamed byte
- * both ways. Emulator and gateway each run as their own process.
+ * both ways. Emulator and gateway each run as their own process. A bare reverse proxy (the floor,
+ * bench/support/floor-proxy.ts) carries the same load in front of the same emulator: what one more
+ * Node hop costs this machine before the gateway does anything.
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
@@ -54,10 +56,13 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     },
   });
   gateway.stdout!.resume();
+  const floorProxy = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-proxy.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FLOOR_UPSTREAM: printed.listening } });
+  const floorUrl = (await printedJson(floorProxy, 'listening')).listening as string;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   for (let attempt = 0; attempt < 150 && !(await fetch(`${gatewayUrl}/v1/compatibility`).then((r) => r.ok, () => false)); attempt++) await new Promise((resolve) => setTimeout(resolve, 200));
 
   const direct = new Pool(printed.listening, { connections: 256 });
+  const proxied = new Pool(floorUrl, { connections: 256 });
   const through = new Pool(gatewayUrl, { connections: 256 });
   const chat = (origin: string, path: string, authorization: string, model: string): LoadTarget => ({
     origin,
@@ -66,17 +71,23 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Measure the gateway' }], max_tokens: 16 }),
   });
   const directCall = chat(printed.listening, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+  const floorCall = chat(floorUrl, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
   const gatewayCall = chat(gatewayUrl, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
 
   try {
     await openLoopLoad(directCall, 100, 2);
+    await openLoopLoad(floorCall, 100, 2);
     await openLoopLoad(gatewayCall, 100, 3);
     let gatewayRequests = 0;
     let generator = '';
-    /** One rate through both targets: what the gateway added at the median and at p99. */
-    const measure = async (rate: number, seconds: number) => {
+    /**
+     * One rate through the targets: what the gateway added to the direct call at the median and
+     * at p99, and (with `withFloor`) what the bare proxy added under the same load.
+     */
+    const measure = async (rate: number, seconds: number, withFloor: boolean) => {
       const base = await openLoopLoad(directCall, rate, seconds);
-      const via = await openLoopLoad(gatewayCall, rate, seconds);
+      const floor = withFloor ? await openLoopLoad(floorCall, rate, seconds, floorProxy.pid) : undefined;
+      const via = await openLoopLoad(gatewayCall, rate, seconds, gateway.pid);
       gatewayRequests += via.requests;
       generator = via.generator;
       const addedP99 = via.p99 - base.p99;
@@ -84,22 +95,22 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
         sustainedUnder5ms: via.failures === 0 && via.sustainedPerSecond >= rate * 0.98 && addedP99 < 5,
         row: {
           'offered req/s': rate,
-          'direct sustained': Math.round(base.sustainedPerSecond),
           'gateway sustained': Math.round(via.sustainedPerSecond),
           'gateway non-2xx': via.failures,
           'direct p50 ms': base.p50.toFixed(2),
-          'gateway p50 ms': via.p50.toFixed(2),
-          'added p50 ms': (via.p50 - base.p50).toFixed(2),
           'direct p99 ms': base.p99.toFixed(2),
-          'gateway p99 ms': via.p99.toFixed(2),
+          ...(floor && { 'floor added p50 ms': (floor.p50 - base.p50).toFixed(2), 'floor added p99 ms': (floor.p99 - base.p99).toFixed(2) }),
+          'added p50 ms': (via.p50 - base.p50).toFixed(2),
           'added p99 ms': addedP99.toFixed(2),
+          ...(floor && { 'floor cpu ms/req': floor.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a' }),
+          'gateway cpu ms/req': via.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
           'cpu steal %': via.stealPercent?.toFixed(0) ?? 'n/a',
         },
       };
     };
     const before = await databaseWork(options.databaseUrl);
     const rows = [];
-    for (const rate of options.rates) rows.push((await measure(rate, options.seconds)).row);
+    for (const rate of options.rates) rows.push((await measure(rate, options.seconds, true)).row);
     console.log(`gateway overhead: non-streaming chat completions, open loop (${generator} load generator), ${options.seconds} s per rate and target`);
     console.table(rows);
     const after = await databaseWork(options.databaseUrl);
@@ -111,7 +122,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     const sweep = [];
     let highest: number | undefined;
     for (const rate of options.sweepRates) {
-      const measured = await measure(rate, options.sweepSeconds);
+      const measured = await measure(rate, options.sweepSeconds, false);
       sweep.push(measured.row);
       if (measured.sustainedUnder5ms) highest = rate;
     }
@@ -133,16 +144,22 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       return times.sort((x, y) => x - y);
     };
     const directFirst = await ttfb(direct, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+    const floorFirst = await ttfb(proxied, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
     const gatewayFirst = await ttfb(through, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
+    const firstByteRow = (target: string, times: number[]) => ({
+      target,
+      'p50 ms': quantile(times, 0.5).toFixed(2),
+      'p99 ms': quantile(times, 0.99).toFixed(2),
+      'added p50 ms': times === directFirst ? '' : (quantile(times, 0.5) - quantile(directFirst, 0.5)).toFixed(2),
+      'added p99 ms': times === directFirst ? '' : (quantile(times, 0.99) - quantile(directFirst, 0.99)).toFixed(2),
+    });
     console.log('\nstreaming time to first byte, 200 sequential requests');
-    console.table([
-      { target: 'direct', 'p50 ms': quantile(directFirst, 0.5).toFixed(2), 'p99 ms': quantile(directFirst, 0.99).toFixed(2) },
-      { target: 'gateway', 'p50 ms': quantile(gatewayFirst, 0.5).toFixed(2), 'p99 ms': quantile(gatewayFirst, 0.99).toFixed(2) },
-      { target: 'added', 'p50 ms': (quantile(gatewayFirst, 0.5) - quantile(directFirst, 0.5)).toFixed(2), 'p99 ms': (quantile(gatewayFirst, 0.99) - quantile(directFirst, 0.99)).toFixed(2) },
-    ]);
+    console.table([firstByteRow('direct', directFirst), firstByteRow('bare proxy (floor)', floorFirst), firstByteRow('gateway', gatewayFirst)]);
   } finally {
     await direct.close();
+    await proxied.close();
     await through.close();
+    await stopChild(floorProxy);
     await stopChild(gateway);
     await stopChild(emulator);
   }

@@ -55,9 +55,9 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
 
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
-    const result = await openLoopLoad(target, options.ratePerSecond, options.seconds);
+    const result = await openLoopLoad(target, options.ratePerSecond, options.seconds, api.pid);
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
-    const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10));
+    const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
     const row = (name: string, measured: typeof result) => ({
       target: name,
       'offered req/s': options.ratePerSecond,
@@ -70,6 +70,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'p99.9 ms': measured.p999.toFixed(2),
       'max ms': measured.max.toFixed(2),
       'cpu steal %': measured.stealPercent?.toFixed(0) ?? 'n/a',
+      'server cpu ms/req': measured.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
     });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
     console.table([row('metered call', result), row('bare node:http (floor)', floor)]);

@@ -29,6 +29,11 @@ export interface LoadResult {
   max: number;
   /** The share of the machine's CPU time its hypervisor took during the run (Linux's "steal"); undefined off Linux. */
   stealPercent: number | undefined;
+  /**
+   * CPU time the server process used per completed request, in milliseconds (with `serverPid`;
+   * undefined off Linux). Unlike a latency it barely moves with steal or with what else runs.
+   */
+  serverCpuMsPerRequest: number | undefined;
 }
 
 /**
@@ -38,12 +43,30 @@ export interface LoadResult {
  * at 1,000/s with it, 2.3 ms with the Go one). BENCH_LOADGEN=node, or a machine without Go,
  * uses the in-process generator instead.
  */
-export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<LoadResult> {
+export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number, serverPid?: number): Promise<LoadResult> {
   const before = cpuTimes();
+  const serverBefore = serverPid === undefined ? undefined : processCpuMs(serverPid);
   const result = await generate(target, ratePerSecond, seconds);
+  const serverAfter = serverPid === undefined ? undefined : processCpuMs(serverPid);
   const after = cpuTimes();
   const stealPercent = before && after ? (100 * (after.steal - before.steal)) / Math.max(1, after.total - before.total) : undefined;
-  return { ...result, stealPercent };
+  const serverCpuMsPerRequest = serverBefore !== undefined && serverAfter !== undefined ? (serverAfter - serverBefore) / Math.max(1, result.requests) : undefined;
+  return { ...result, stealPercent, serverCpuMsPerRequest };
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every common Linux build. */
+const USER_HZ = 100;
+
+/** CPU time (user and system) a process has used so far, in milliseconds; undefined off Linux. */
+function processCpuMs(pid: number): number | undefined {
+  try {
+    // Fields after the parenthesised command name, which may itself hold spaces: utime and stime are the 12th and 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -60,7 +83,7 @@ function cpuTimes(): { steal: number; total: number } | undefined {
   }
 }
 
-async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent'>> {
+async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest'>> {
   const binary = process.env.BENCH_LOADGEN === 'node' ? undefined : await goLoadgen();
   if (binary) {
     const args = ['-url', `${target.origin}${target.path}`, '-method', 'POST', '-body', target.body, '-rate', String(ratePerSecond), '-seconds', String(seconds)];
