@@ -8,7 +8,13 @@ import { serviceError, toEnvelope, type ErrorCode } from '../shared/errors.js';
  * header, oversized headers) still get the one envelope, not a bare status line.
  */
 export function listen(app: Express, port: number, host: string): Promise<http.Server> {
-  const server = http.createServer(app);
+  const server = http.createServer(
+    {
+      IncomingMessage: bornWith<typeof http.IncomingMessage>(http.IncomingMessage, app.request),
+      ServerResponse: bornWith<typeof http.ServerResponse>(http.ServerResponse, app.response),
+    },
+    app,
+  );
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own (often 60 s).
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
@@ -24,6 +30,26 @@ export function listen(app: Express, port: number, host: string): Promise<http.S
     server.once('error', reject);
     server.listen(port, host, () => resolve(server));
   });
+}
+
+/**
+ * A constructor for the server's requests (or responses) whose objects are born with the app's
+ * own prototype. Express moves every req and res onto app.request and app.response as it enters
+ * the app (Object.setPrototypeOf, expressjs/express#5998), which costs V8 a hidden-class change
+ * per object. Born with that prototype, Express's call changes nothing: the metered hot path took
+ * about a sixth less CPU per request, and its young-generation collections came a quarter less
+ * often and paused half as long (see the README's benchmarks).
+ */
+function bornWith<Constructor extends new (...args: never[]) => object>(base: Constructor, prototype: object): Constructor {
+  // Node's IncomingMessage and ServerResponse are function constructors, run on the new object as
+  // Node's own subclasses run them; were one ever a class, Reflect.construct does the same.
+  const isClass = Function.prototype.toString.call(base).startsWith('class');
+  function Born(this: object, ...args: unknown[]): object | void {
+    if (isClass) return Reflect.construct(base, args, Born) as object;
+    (base as unknown as (...args: unknown[]) => void).apply(this, args);
+  }
+  Born.prototype = prototype;
+  return Born as unknown as Constructor;
 }
 
 export function serverUrl(server: http.Server): string {

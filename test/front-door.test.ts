@@ -1,5 +1,7 @@
 import net from 'node:net';
+import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listen, serverUrl } from '../api/http-server.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /** Request ids, the one error envelope, body limits, metrics and the public compatibility list. */
@@ -103,6 +105,25 @@ describe('the error envelope', () => {
     });
     expect(raw).toMatch(/^HTTP\/1\.1 400/);
     expectEnvelope(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)), 'invalid_request_error', 'invalid_request');
+  });
+});
+
+describe('the HTTP server', () => {
+  it("creates each request and response with the app's own prototypes, so Express need not swap them", async () => {
+    const app = express();
+    app.get('/probe', (req, res) => void res.json({ path: req.path, ip: req.ip }));
+    const server = await listen(app, 0, '127.0.0.1');
+    const prototypes: boolean[] = [];
+    // Runs before Express's own listener, which would otherwise set the prototypes itself.
+    server.prependListener('request', (req, res) => prototypes.push(Object.getPrototypeOf(req) === app.request, Object.getPrototypeOf(res) === app.response));
+    try {
+      const response = await fetch(`${serverUrl(server)}/probe`);
+      expect(await response.json()).toEqual({ path: '/probe', ip: '127.0.0.1' });
+      expect(prototypes).toEqual([true, true]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
