@@ -7,7 +7,7 @@ import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
 
 /**
  * The money side of a streamed completion. `open` reserves the call's maximum cost and starts the
- * upstream stream (retried until it opens, see the `opened` event; a stream that never opens gives its
+ * upstream stream (retried until its `opened` event; a stream that never opens gives its
  * reservation back). `finish` settles for what was generated: the provider's count, or an
  * estimate when the stream was cut by the upstream or by the client going away.
  */

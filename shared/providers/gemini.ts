@@ -319,8 +319,8 @@ export async function* geminiStreamEvents(provider: string, response: UpstreamRe
   let finishReason: string | undefined;
   let toolCalls = 0;
   let blocked = false;
-
   let opened = false;
+
   for await (const { data } of upstreamEvents(provider, response, signal)) {
     const chunk = parseEventJson(provider, data) as GeminiResponse & { error?: { code?: number; message?: string } };
     if (chunk.error) throw UpstreamError.fromStatus(provider, chunk.error.code ?? 500, chunk.error.message ?? 'stream error');

@@ -73,11 +73,11 @@ export interface ChatResult {
   usage: Usage;
 }
 
-/** What a stream yields, in order: deltas, then one finish, then one usage (always, last). */
 /**
- * What a provider's stream yields, in the gateway's terms. `opened` comes once, first: the
- * upstream accepted the call and its first frame arrived without an error, so the gateway can open
- * its own stream then, not one token later; a failure before it is a plain error response.
+ * What a stream yields, in order: `opened` once, then deltas, then one finish, then one usage
+ * (always, last). `opened` says the upstream accepted the call and its first frame arrived without
+ * an error, so the gateway opens its own stream then, not one token later; a failure before it is
+ * still a plain error response.
  */
 export type ChatStreamEvent =
   | { type: 'opened' }
