@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordEvent } from '../shared/events/outbox.js';
 import { EVENT_TYPES } from '../shared/events/types.js';
@@ -437,6 +438,38 @@ describe('delivery', () => {
       [first.id, second.id].sort().map((endpointId) => ({ endpoint_id: endpointId, deliveries: 60, events: 60 })),
     );
     expect(new Set(onPath(pathOf(first.url)).map((request) => envelope(request).id))).toEqual(new Set(events.map((event) => event.id)));
+  });
+});
+
+describe('waking the relay', () => {
+  it('notifies at commit only for statements that recorded an event, not for every statement that could have', async () => {
+    const dev = await createDeveloper(gateway.platform);
+    const listener = new pg.Client({ connectionString: gateway.env.DATABASE_URL });
+    await listener.connect();
+    const writer = await gateway.platform.db.connect();
+    try {
+      const heard: Array<{ channel: string; pid: number }> = [];
+      let probeHeard!: () => void;
+      const probe = new Promise<void>((resolve) => (probeHeard = resolve));
+      listener.on('notification', ({ channel, processId }) => {
+        heard.push({ channel, pid: processId });
+        if (channel === 'outbox_probe') probeHeard();
+      });
+      await listener.query('LISTEN outbox_events');
+      await listener.query('LISTEN outbox_probe');
+      const { rows } = await writer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+
+      // Most metering statements carry an insert of the events they may raise, and raise none.
+      await writer.query(`INSERT INTO outbox_events (id, developer_id, type, data) SELECT 'evt_none', $1, 'wallet.low', '{}' WHERE false`, [dev.accountId]);
+      await recordEvent(writer, dev.accountId, 'wallet.empty', { wallet: 'test' });
+      // Notifications arrive in commit order: once this one is heard, any earlier one has been.
+      await writer.query(`SELECT pg_notify('outbox_probe', '')`);
+      await probe;
+      expect(heard.filter((heardOne) => heardOne.pid === rows[0]!.pid).map((heardOne) => heardOne.channel)).toEqual(['outbox_events', 'outbox_probe']);
+    } finally {
+      writer.release();
+      await listener.end();
+    }
   });
 });
 
