@@ -5,13 +5,13 @@
  * time, so a slow server cannot hide its queueing (no coordinated omission).
  */
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createCustomer } from '../shared/customers/customers.js';
 import type { Config } from '../shared/config.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { printedJson } from './support/child-output.js';
 import { openLoopLoad } from './support/load.js';
 
 export interface HotPathOptions {
@@ -42,7 +42,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       DEVELOPER_TPM_LIMIT: '2000000000',
     },
   });
-  const origin = await listeningOrigin(api.stdout!);
+  const origin = (await printedJson(api, 'listening')).listening as string;
   const target = {
     origin,
     path: '/v1/_probe/metered',
@@ -51,7 +51,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   };
 
   const floorServer = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-server.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const floorTarget = { ...target, origin: await listeningOrigin(floorServer.stdout!) };
+  const floorTarget = { ...target, origin: (await printedJson(floorServer, 'listening')).listening as string };
 
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
@@ -78,16 +78,4 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     await stopChild(floorServer);
     await stopChild(api);
   }
-}
-
-/** The server prints `{"listening": url}` once ready; its JSON log lines may come first. */
-async function listeningOrigin(stdout: NodeJS.ReadableStream): Promise<string> {
-  for await (const line of createInterface({ input: stdout })) {
-    const parsed = JSON.parse(line) as { listening?: string };
-    if (parsed.listening) {
-      stdout.resume(); // keep draining later log lines
-      return parsed.listening;
-    }
-  }
-  throw new Error('the bench server exited before listening');
 }

@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import type { Server } from 'node:http';
 import { createInterface } from 'node:readline';
 
 /**
@@ -21,4 +22,19 @@ export async function printedJson(child: ChildProcess, field: string): Promise<R
     }
   }
   throw new Error(`process exited before printing ${field}`);
+}
+
+/**
+ * The child side of printedJson for a bench's bare servers: listens on a free loopback port,
+ * prints `{"listening": url}`, and on SIGTERM closes its connections, then `cleanup`, and exits.
+ */
+export function announceListening(server: Server, cleanup: () => Promise<unknown> = async () => undefined): void {
+  server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as { port: number };
+    process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}` })}\n`);
+  });
+  process.on('SIGTERM', () => {
+    server.closeAllConnections();
+    server.close(() => void cleanup().then(() => process.exit(0)));
+  });
 }

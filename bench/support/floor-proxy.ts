@@ -7,6 +7,7 @@
  */
 import http from 'node:http';
 import { Pool } from 'undici';
+import { announceListening } from './child-output.js';
 
 const upstream = new Pool(process.env.FLOOR_UPSTREAM!, { connections: 256 });
 
@@ -24,11 +25,4 @@ const server = http.createServer((req, res) => {
       .catch(() => res.destroy());
   });
 });
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as { port: number };
-  process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => void upstream.close().then(() => process.exit(0)));
-});
+announceListening(server, () => upstream.close());

@@ -4,6 +4,7 @@
  * carry a request from the load generator to a Node process and back, it takes here too.
  */
 import http from 'node:http';
+import { announceListening } from './child-output.js';
 
 const server = http.createServer((req, res) => {
   req.resume();
@@ -12,11 +13,4 @@ const server = http.createServer((req, res) => {
     res.end('{"ok":true}');
   });
 });
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as { port: number };
-  process.stdout.write(`${JSON.stringify({ listening: `http://127.0.0.1:${port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+announceListening(server);

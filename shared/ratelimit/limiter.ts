@@ -69,7 +69,7 @@ export class RateLimiter {
    * trip, which on this kind of machine costs about as much CPU as the script itself.
    */
   recordUsage(keys: readonly string[], units: number): void {
-    if (units <= 0) return;
+    if (units <= 0 || keys.length === 0) return;
     for (const key of keys) {
       const redisKey = this.redisKey(key);
       this.pendingUsage.set(redisKey, (this.pendingUsage.get(redisKey) ?? 0) + units);
@@ -103,7 +103,6 @@ export class RateLimiter {
       throw error;
     }
   }
-
 
   private redisKey(key: string): string {
     return `${this.prefix}:rl:${key}`;
