@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
@@ -27,6 +27,13 @@ export interface LoadResult {
   p99: number;
   p999: number;
   max: number;
+  /**
+   * How late the generator itself sent, p50 and p99 (Go generator only). It is part of every
+   * latency above, which counts from the schedule: on a busy 2-core machine the generator's own
+   * wake-ups wait for a core too.
+   */
+  sendLagP50: number | undefined;
+  sendLagP99: number | undefined;
   /** The share of the machine's CPU time its hypervisor took during the run (Linux's "steal"); undefined off Linux. */
   stealPercent: number | undefined;
   /**
@@ -100,6 +107,8 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
       p99: summary.p99_ms!,
       p999: summary['p99_9_ms']!,
       max: summary.max_ms!,
+      sendLagP50: summary.send_lag_p50_ms,
+      sendLagP99: summary.send_lag_p99_ms,
     };
   }
   const pool = new Pool(target.origin, { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
@@ -121,6 +130,8 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
       p99: at(0.99),
       p999: at(0.999),
       max: sorted.at(-1) ?? Number.NaN,
+      sendLagP50: undefined,
+      sendLagP99: undefined,
     };
   } finally {
     await pool.close();
@@ -133,8 +144,9 @@ let built: Promise<string | undefined> | undefined;
 function goLoadgen(): Promise<string | undefined> {
   built ??= (async () => {
     const source = path.join(import.meta.dirname, '..', 'loadgen');
-    const hash = createHash('sha256').update(readFileSync(path.join(source, 'main.go'))).update(readFileSync(path.join(source, 'go.mod'))).digest('hex').slice(0, 12);
-    const binary = cachedBinPath(`loadgen-${hash}`);
+    const hash = createHash('sha256');
+    for (const file of readdirSync(source).filter((name) => name.endsWith('.go') || name === 'go.mod').sort()) hash.update(file).update(readFileSync(path.join(source, file)));
+    const binary = cachedBinPath(`loadgen-${hash.digest('hex').slice(0, 12)}`);
     if (existsSync(binary)) return binary;
     try {
       mkdirSync(path.dirname(binary), { recursive: true });
