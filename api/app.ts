@@ -1,4 +1,5 @@
 import express, { type Express, type Router } from 'express';
+import { Registry } from 'prom-client';
 import type { Platform } from '../shared/platform/platform.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
@@ -47,9 +48,10 @@ export function createGatewayApp(platform: Platform, options: GatewayAppOptions 
   app.use(requestLog(app, logger));
   app.use(metrics.middleware);
 
+  const exposed = Registry.merge([metrics.registry, platform.meteringTimings.registry]);
   app.get('/metrics', async (_req, res) => {
-    res.setHeader('Content-Type', metrics.registry.contentType);
-    res.send(await metrics.registry.metrics());
+    res.setHeader('Content-Type', exposed.contentType);
+    res.send(await exposed.metrics());
   });
 
   app.use(express.json({ limit: config.JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));

@@ -95,7 +95,7 @@ export function meteredCall(
     layers.push(...developerLayers(config, developerId));
     if (customer) layers.push(...customerLayers(customer));
 
-    const decision = await limiter.consume(layers);
+    const decision = await platform.meteringTimings.time('rate_limit', limiter.consume(layers));
     if (!decision.allowed) {
       if (decision.layer.code === 'customer_rate_limit_exceeded' && customer) await recordCustomerRateLimited(platform, developerId, customer.id);
       throw serviceError(decision.layer.code, { retryAfterSeconds: decision.retryAfterSeconds });

@@ -1,6 +1,6 @@
 import type { CustomerRow } from '../customers/repository.js';
 import type { Platform } from '../platform/platform.js';
-import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type SettlementEvent } from './meter.js';
+import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type Settlement, type SettlementEvent, type SettleResult } from './meter.js';
 
 /**
  * One metered call from reservation to settlement: reserve `maxCostMicros`, run the upstream call,
@@ -40,7 +40,7 @@ export interface MeteredResult<T> {
 }
 
 export async function runMeteredCall<T>(
-  platform: Pick<Platform, 'db' | 'config' | 'limiter'>,
+  platform: Pick<Platform, 'db' | 'config' | 'limiter' | 'meteringTimings'>,
   call: MeteredCall,
   maxCostMicros: number,
   execute: () => Promise<UpstreamOutcome<T>>,
@@ -59,7 +59,7 @@ export async function runMeteredCall<T>(
     await release(platform.db, hold);
     throw error;
   }
-  const settled = await settle(platform.db, platform.config, hold, {
+  const settled = await settleCall(platform, hold, {
     costMicros: outcome.costMicros,
     billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
     model: outcome.model,
@@ -78,7 +78,16 @@ export async function runMeteredCall<T>(
  * verified again from PostgreSQL (a revoked key ends here with its 401, before any upstream call)
  * and reserved under what it finds; the returned call carries the customer as it is now.
  */
-export async function authorizeCall(platform: Pick<Platform, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
+export function authorizeCall(platform: Pick<Platform, 'db' | 'config' | 'meteringTimings'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
+  return platform.meteringTimings.time('reserve', reserve(platform, call, maxCostMicros));
+}
+
+/** Charges a reserved call for what it cost (see settle), timed as the call's settle step. */
+export function settleCall(platform: Pick<Platform, 'db' | 'config' | 'meteringTimings'>, hold: Hold, settlement: Settlement): Promise<SettleResult> {
+  return platform.meteringTimings.time('settle', settle(platform.db, platform.config, hold, settlement));
+}
+
+async function reserve(platform: Pick<Platform, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
   const request = { developerId: call.developerId, payerAccountId: call.payerAccountId, maxCostMicros, requestId: call.requestId, commit: platform.config.METERING_COMMIT };
   try {
     return { hold: await authorize(platform.db, { ...request, customer: call.customer, credentialGeneration: call.credentials?.generation ?? null }), call };

@@ -1,5 +1,5 @@
-import { billableAmount, release, settle, type Hold, type SettlementEvent } from '../billing/meter.js';
-import { authorizeCall, type MeteredCall } from '../billing/metered-call.js';
+import { billableAmount, release, type Hold, type SettlementEvent } from '../billing/meter.js';
+import { authorizeCall, settleCall, type MeteredCall } from '../billing/metered-call.js';
 import type { Platform } from '../platform/platform.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
 import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
@@ -51,7 +51,7 @@ export class MeteredChatStream {
     const model = this.target.resolution.model;
     const charged = this.usage ?? { inputTokens: estimatePromptTokens(this.input.messages), outputTokens: Math.ceil(this.generated.length / 4) };
     const cost = costMicros(model, charged);
-    await settle(this.platform.db, this.platform.config, this.hold, {
+    await settleCall(this.platform, this.hold, {
       costMicros: cost,
       billableMicros: billableAmount(cost, this.call.customer, this.call.billableOverrideMicros),
       model: model.id,

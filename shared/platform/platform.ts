@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../logger.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { CpuPool } from './cpu-pool.js';
+import { MeteringTimings } from './metering-timings.js';
 import { QueueRegistry } from './queues.js';
 import { createRedis } from './redis.js';
 import { connectTemporal, type TemporalHandle } from './temporal.js';
@@ -25,6 +26,8 @@ export interface Platform {
   queues: QueueRegistry;
   cpu: CpuPool;
   limiter: RateLimiter;
+  /** How long metered calls spend in each governance step (served beside the HTTP metrics). */
+  meteringTimings: MeteringTimings;
   /** Verified keys and customers of metered calls, checked against their auth generation at reservation. */
   credentials: CredentialCache;
   /** An adapter for every configured upstream provider. */
@@ -63,7 +66,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, limiter, credentials, clientTokenKeys, providers, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, meteringTimings: new MeteringTimings(), credentials, clientTokenKeys, providers, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */
