@@ -14,6 +14,7 @@ import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { printedJson } from './support/child-output.js';
+import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad, type LoadTarget } from './support/load.js';
 
 export interface OverheadOptions {
@@ -87,7 +88,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     const measure = async (rate: number, seconds: number, withFloor: boolean) => {
       const base = await openLoopLoad(directCall, rate, seconds);
       const floor = withFloor ? await openLoopLoad(floorCall, rate, seconds, floorProxy.pid) : undefined;
+      const apiFigures = await watchApiMetrics(gatewayUrl);
       const via = await openLoopLoad(gatewayCall, rate, seconds, gateway.pid);
+      const inside = await apiFigures();
       gatewayRequests += via.requests;
       generator = via.generator;
       const addedP99 = via.p99 - base.p99;
@@ -104,6 +107,10 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
           'added p99 ms': addedP99.toFixed(2),
           ...(floor && { 'floor cpu ms/req': floor.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a' }),
           'gateway cpu ms/req': via.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
+          // Where the gateway's own time went: its event loop running late, and the PostgreSQL steps.
+          'loop late p99 ms': inside?.loopDelayP99Ms.toFixed(1) ?? 'n/a',
+          'reserve mean ms': inside?.steps.reserve?.meanMs.toFixed(2) ?? 'n/a',
+          'settle mean ms': inside?.steps.settle?.meanMs.toFixed(2) ?? 'n/a',
           'cpu steal %': via.stealPercent?.toFixed(0) ?? 'n/a',
         },
       };

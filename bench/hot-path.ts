@@ -12,6 +12,7 @@ import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { printedJson } from './support/child-output.js';
+import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
 
 export interface HotPathOptions {
@@ -55,7 +56,9 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
 
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
+    const apiFigures = await watchApiMetrics(origin);
     const result = await openLoopLoad(target, options.ratePerSecond, options.seconds, api.pid);
+    const inside = await apiFigures();
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
     const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
     const row = (name: string, measured: typeof result) => ({
@@ -71,9 +74,17 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'max ms': measured.max.toFixed(2),
       'cpu steal %': measured.stealPercent?.toFixed(0) ?? 'n/a',
       'server cpu ms/req': measured.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
+      'send lag p99 ms': measured.sendLagP99?.toFixed(2) ?? 'n/a',
     });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
     console.table([row('metered call', result), row('bare node:http (floor)', floor)]);
+    if (inside) {
+      console.log(
+        `inside the API during the metered run: event loop late by p99 ${inside.loopDelayP99Ms.toFixed(2)} ms (max ${inside.loopDelayMaxMs.toFixed(2)} ms); ` +
+          `${inside.gcCount} collections pausing ${inside.gcPauseMs.toFixed(0)} ms in all`,
+      );
+      console.table(Object.entries(inside.steps).map(([step, time]) => ({ step, 'mean ms': time.meanMs.toFixed(2), 'p99 at most ms': time.p99AtMostMs })));
+    }
   } finally {
     await stopChild(floorServer);
     await stopChild(api);
