@@ -53,6 +53,11 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
 
   const floorServer = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-server.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const floorTarget = { ...target, origin: (await printedJson(floorServer, 'listening')).listening as string };
+  const roundTripFloor = spawn(process.execPath, ['--import', 'tsx', 'bench/support/round-trip-floor.ts'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, DATABASE_URL: options.databaseUrl },
+  });
+  const roundTripTarget = { ...target, origin: (await printedJson(roundTripFloor, 'listening')).listening as string };
 
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
@@ -61,6 +66,9 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     const inside = await apiFigures();
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
     const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
+    // And against one that also makes the metered call's three round trips, doing nothing in them.
+    await openLoopLoad(roundTripTarget, options.ratePerSecond, options.warmupSeconds);
+    const roundTrips = await openLoopLoad(roundTripTarget, options.ratePerSecond, Math.min(options.seconds, 10), roundTripFloor.pid);
     const row = (name: string, measured: typeof result) => ({
       target: name,
       'offered req/s': options.ratePerSecond,
@@ -74,10 +82,12 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'max ms': measured.max.toFixed(2),
       'cpu steal %': measured.stealPercent?.toFixed(0) ?? 'n/a',
       'server cpu ms/req': measured.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
+      'postgres cpu ms/req': measured.postgresCpuMsPerRequest?.toFixed(3) ?? 'n/a',
+      'redis cpu ms/req': measured.redisCpuMsPerRequest?.toFixed(3) ?? 'n/a',
       'send lag p99 ms': measured.sendLagP99?.toFixed(2) ?? 'n/a',
     });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
-    console.table([row('metered call', result), row('bare node:http (floor)', floor)]);
+    console.table([row('metered call', result), row('bare node:http (floor)', floor), row('floor + Redis + 2 PostgreSQL round trips', roundTrips)]);
     if (inside) {
       console.log(
         `inside the API during the metered run: event loop late by p99 ${inside.loopDelayP99Ms.toFixed(2)} ms (max ${inside.loopDelayMaxMs.toFixed(2)} ms); ` +
@@ -87,6 +97,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     }
   } finally {
     await stopChild(floorServer);
+    await stopChild(roundTripFloor);
     await stopChild(api);
   }
 }

@@ -41,6 +41,13 @@ export interface LoadResult {
    * undefined off Linux). Unlike a latency it barely moves with steal or with what else runs.
    */
   serverCpuMsPerRequest: number | undefined;
+  /**
+   * CPU time all PostgreSQL and all Redis server processes used per completed request (undefined
+   * off Linux): the share of each request's cost the API hands to them. A backend that exits
+   * during the run takes its time with it, so these can only read low.
+   */
+  postgresCpuMsPerRequest: number | undefined;
+  redisCpuMsPerRequest: number | undefined;
 }
 
 /**
@@ -52,13 +59,16 @@ export interface LoadResult {
  */
 export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number, serverPid?: number): Promise<LoadResult> {
   const before = cpuTimes();
-  const serverBefore = serverPid === undefined ? undefined : processCpuMs(serverPid);
+  const usedBefore = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
   const result = await generate(target, ratePerSecond, seconds);
-  const serverAfter = serverPid === undefined ? undefined : processCpuMs(serverPid);
+  const usedAfter = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
   const after = cpuTimes();
   const stealPercent = before && after ? (100 * (after.steal - before.steal)) / Math.max(1, after.total - before.total) : undefined;
-  const serverCpuMsPerRequest = serverBefore !== undefined && serverAfter !== undefined ? (serverAfter - serverBefore) / Math.max(1, result.requests) : undefined;
-  return { ...result, stealPercent, serverCpuMsPerRequest };
+  const perRequest = (key: keyof typeof usedBefore) => {
+    const [start, end] = [usedBefore[key], usedAfter[key]];
+    return start !== undefined && end !== undefined ? (end - start) / Math.max(1, result.requests) : undefined;
+  };
+  return { ...result, stealPercent, serverCpuMsPerRequest: perRequest('server'), postgresCpuMsPerRequest: perRequest('postgres'), redisCpuMsPerRequest: perRequest('redis') };
 }
 
 /** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every common Linux build. */
@@ -76,6 +86,25 @@ function processCpuMs(pid: number): number | undefined {
   }
 }
 
+/** CPU time used so far by every process whose command name is `command`; undefined off Linux. */
+function commandCpuMs(command: string): number | undefined {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
+  } catch {
+    return undefined;
+  }
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command) total += processCpuMs(Number(pid)) ?? 0;
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
+}
+
 /**
  * A virtual machine's CPU time taken by its hypervisor for other guests ("steal", the eighth field
  * of /proc/stat's cpu line). On a shared 2-core machine it ranged from 1 % to a third of all CPU
@@ -90,7 +119,7 @@ function cpuTimes(): { steal: number; total: number } | undefined {
   }
 }
 
-async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest'>> {
+async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest' | 'postgresCpuMsPerRequest' | 'redisCpuMsPerRequest'>> {
   const binary = process.env.BENCH_LOADGEN === 'node' ? undefined : await goLoadgen();
   if (binary) {
     const args = ['-url', `${target.origin}${target.path}`, '-method', 'POST', '-body', target.body, '-rate', String(ratePerSecond), '-seconds', String(seconds)];
