@@ -72,7 +72,9 @@ describe('edge and provisioning layers', () => {
     const { rows } = await gateway.platform.db.query('SELECT 1');
     expect(rows).toHaveLength(1);
     const developerWindow = await gateway.platform.redis.hgetall(`${gateway.config.REDIS_KEY_PREFIX}:rl:developer:${developer.accountId}:rpm`);
-    expect(Object.values(developerWindow).reduce((sum, count) => sum + Number(count), 0)).toBe(5);
+    const buckets = Object.entries(developerWindow).filter(([field]) => /^\d+$/.test(field));
+    expect(buckets.reduce((sum, [, count]) => sum + Number(count), 0)).toBe(5);
+    expect(Number(developerWindow.sum)).toBe(5);
   });
 
   it('429 rate_limited past the per-minute calls of one rsk_ key', async () => {
@@ -117,6 +119,40 @@ describe('the sliding-window limiter', () => {
     expect(await replica.consume([tokens])).toMatchObject({ allowed: true });
     limiter.recordUsage(['idle:tpm'], 50);
     await vi.waitFor(async () => expect(await replica.consume([tokens])).toMatchObject({ allowed: false, layer: { key: 'idle:tpm' } }));
+  });
+
+  /** A layer's hash as an earlier writer left it: units by bucket age in seconds, and any other fields (`from` as an age too). */
+  async function writeWindow(key: string, buckets: Record<number, number>, fields: Record<string, number> = {}) {
+    const { redis, config } = gateway.platform;
+    const [now] = (await redis.time()).map(Number);
+    const redisKey = `${config.REDIS_KEY_PREFIX}:rl:${key}`;
+    const entries = Object.entries(buckets).map(([ago, units]) => [String(now! - Number(ago)), String(units)]);
+    const extra = Object.entries(fields).map(([name, value]) => [name, String(name === 'from' ? now! - value : value)]);
+    await redis.hset(redisKey, Object.fromEntries([...entries, ...extra]));
+    await redis.expire(redisKey, 61);
+    return { now: now!, read: () => redis.hgetall(redisKey) };
+  }
+
+  it('drops the buckets that left the window from the total it keeps', async () => {
+    const window = await writeWindow('slide:rpm', { 70: 4, 30: 2 }, { sum: 6, from: 70 });
+    expect(await gateway.platform.limiter.consume([layer('slide:rpm', 10, 1)])).toEqual({ allowed: true, remaining: 7 });
+    const kept = await window.read();
+    expect(kept[String(window.now - 70)]).toBeUndefined();
+    expect(Number(kept.sum)).toBe(3);
+  });
+
+  it('totals once a hash written before hashes kept their total', async () => {
+    const window = await writeWindow('legacy:rpm', { 70: 4, 30: 2 });
+    expect(await gateway.platform.limiter.consume([layer('legacy:rpm', 10, 1)])).toEqual({ allowed: true, remaining: 7 });
+    expect(Number((await window.read()).sum)).toBe(3);
+  });
+
+  it('refuses until the oldest buckets in the window leave it', async () => {
+    await writeWindow('full:rpm', { 50: 2, 10: 1 }, { sum: 3, from: 50 });
+    const refused = await gateway.platform.limiter.consume([layer('full:rpm', 3, 1)]);
+    expect(refused).toMatchObject({ allowed: false, layer: { key: 'full:rpm' } });
+    // The bucket 50 s old leaves a 60 s window in 10 s (9 if Redis's clock ticked meanwhile).
+    if (!refused.allowed) expect([9, 10]).toContain(refused.retryAfterSeconds);
   });
 
   it('counts nothing in any layer when one layer refuses', async () => {
