@@ -27,20 +27,20 @@ export async function watchApiMetrics(origin: string): Promise<() => Promise<Api
   const before = await scrape(origin);
   return async () => {
     const after = await scrape(origin);
-    const p99 = samples(after, 'nodejs_eventloop_lag_p99_seconds')[0]?.value;
-    const max = samples(after, 'nodejs_eventloop_lag_max_seconds')[0]?.value;
+    const p99 = after.get('nodejs_eventloop_lag_p99_seconds');
+    const max = after.get('nodejs_eventloop_lag_max_seconds');
     if (p99 === undefined || max === undefined) return undefined;
-    const grown = (metric: string, labels = '') => total(samples(after, metric, labels)) - total(samples(before, metric, labels));
+    // Summed over every label set whose labels contain `labels`, the growth during the run.
+    const grown = (metric: string, labels = '') => total(after, metric, labels) - total(before, metric, labels);
     const steps: ApiRunFigures['steps'] = {};
     for (const step of ['rate_limit', 'reserve', 'settle']) {
       const label = `step="${step}"`;
       const count = grown('svc_metering_step_seconds_count', label);
       if (count === 0) continue;
       // The cumulative buckets, smallest first: p99 lies in the first that holds 99 % of the calls.
-      const buckets = samples(after, 'svc_metering_step_seconds_bucket', label).map((bucket) => ({
-        le: Number(/le="([^"]+)"/.exec(bucket.labels)?.[1]),
-        calls: bucket.value - (samples(before, 'svc_metering_step_seconds_bucket', bucket.labels)[0]?.value ?? 0),
-      }));
+      const buckets = [...after.keys()]
+        .filter((sample) => sample.startsWith('svc_metering_step_seconds_bucket{') && sample.includes(label))
+        .map((sample) => ({ le: Number(/le="([^"]+)"/.exec(sample)?.[1]), calls: after.get(sample)! - (before.get(sample) ?? 0) }));
       const p99Bucket = buckets.find((bucket) => bucket.calls >= 0.99 * count);
       steps[step] = { meanMs: (grown('svc_metering_step_seconds_sum', label) * 1000) / count, p99AtMostMs: (p99Bucket?.le ?? Number.POSITIVE_INFINITY) * 1000 };
     }
@@ -54,18 +54,15 @@ export async function watchApiMetrics(origin: string): Promise<() => Promise<Api
   };
 }
 
-async function scrape(origin: string): Promise<string> {
+/** The API's samples in Prometheus' text format, by metric name and labels as printed (`name{a="b"}`). */
+async function scrape(origin: string): Promise<Map<string, number>> {
   const response = await fetch(`${origin}/metrics`);
-  return response.ok ? response.text() : '';
+  const text = response.ok ? await response.text() : '';
+  return new Map([...text.matchAll(/^([a-z_:][\w:]*(?:\{[^}]*\})?) (\S+)$/gim)].map((match) => [match[1]!, Number(match[2])]));
 }
 
-/** The samples of a metric in Prometheus' text format whose labels contain `labels`. */
-function samples(text: string, metric: string, labels = ''): Array<{ labels: string; value: number }> {
-  return [...text.matchAll(new RegExp(`^${metric}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))]
-    .map((match) => ({ labels: match[1] ?? '', value: Number(match[2]) }))
-    .filter((sample) => sample.labels.includes(labels));
-}
-
-function total(values: Array<{ value: number }>): number {
-  return values.reduce((sum, sample) => sum + sample.value, 0);
+function total(samples: Map<string, number>, metric: string, labels: string): number {
+  let sum = 0;
+  for (const [sample, value] of samples) if ((sample === metric || sample.startsWith(`${metric}{`)) && sample.includes(labels)) sum += value;
+  return sum;
 }

@@ -25,51 +25,51 @@ local layers = tonumber(ARGV[2])
 local now = tonumber(redis.call('TIME')[1])
 local oldest = now - window + 1
 local used = {}
+local froms = {}
 
--- Drops the buckets that left the window and returns the units still in it.
+-- Drops the buckets that left the window. Returns the units still in it and the hash's `from`
+-- (nil when the hash does not exist).
 local function live_units(key)
   local state = redis.call('HMGET', key, 'sum', 'from')
   local sum = tonumber(state[1]) or 0
   local from = tonumber(state[2])
+  if from ~= nil and from >= oldest then return sum, from end
+  local expired = {}
   if from == nil then
     -- No `from`: a new hash, or one written before hashes kept their total. Total its buckets once.
     local fields = redis.call('HGETALL', key)
-    if #fields == 0 then return 0 end
-    local expired = {}
+    if #fields == 0 then return 0, nil end
     for f = 1, #fields, 2 do
       local second = tonumber(fields[f])
       if second and second < oldest then expired[#expired + 1] = fields[f] elseif second then sum = sum + tonumber(fields[f + 1]) end
     end
     -- A hash left with no buckets goes whole: written again it would lose its expiry.
-    if #expired * 2 == #fields then redis.call('DEL', key) return 0 end
-    if #expired > 0 then redis.call('HDEL', key, unpack(expired)) end
-    redis.call('HSET', key, 'sum', sum, 'from', oldest)
-    return sum
-  end
-  if from >= oldest then return sum end
-  -- Every write renews the hash's expiry (WINDOW + 1 s), so it holds at most that many seconds
-  -- of buckets older than the window.
-  if from < oldest - window - 1 then from = oldest - window - 1 end
-  local seconds = {}
-  for second = from, oldest - 1 do seconds[#seconds + 1] = second end
-  local counts = redis.call('HMGET', key, unpack(seconds))
-  local expired = {}
-  for k = 1, #seconds do
-    if counts[k] then
-      sum = sum - tonumber(counts[k])
-      expired[#expired + 1] = seconds[k]
+    if #expired * 2 == #fields then
+      redis.call('DEL', key)
+      return 0, nil
+    end
+  else
+    -- Every write renews the hash's expiry (WINDOW + 1 s), so it holds at most that many seconds
+    -- of buckets older than the window.
+    local seconds = {}
+    for second = math.max(from, oldest - window - 1), oldest - 1 do seconds[#seconds + 1] = second end
+    local counts = redis.call('HMGET', key, unpack(seconds))
+    for k = 1, #seconds do
+      if counts[k] then
+        sum = sum - tonumber(counts[k])
+        expired[#expired + 1] = seconds[k]
+      end
     end
   end
   if #expired > 0 then redis.call('HDEL', key, unpack(expired)) end
   redis.call('HSET', key, 'sum', sum, 'from', oldest)
-  return sum
+  return sum, oldest
 end
 
--- Counts units in this second's bucket, keeping `sum` and `from` true.
-local function add(key, units)
+-- Counts units in this second's bucket, keeping `sum` and `from` true (`from` as live_units read it).
+local function add(key, units, from)
   redis.call('HINCRBY', key, now, units)
   redis.call('HINCRBY', key, 'sum', units)
-  local from = tonumber(redis.call('HGET', key, 'from'))
   -- A new hash, or a server clock that stepped back: no bucket may be older than `from`.
   if from == nil or now < from then redis.call('HSET', key, 'from', now) end
   redis.call('EXPIRE', key, window + 1)
@@ -98,16 +98,17 @@ local function retry_after(key, needed)
 end
 
 for j = layers + 1, #KEYS do
-  live_units(KEYS[j])
-  add(KEYS[j], tonumber(ARGV[2 + layers + j]))
+  local _, from = live_units(KEYS[j])
+  add(KEYS[j], tonumber(ARGV[2 + layers + j]), from)
 end
 
 for i = 1, layers do
   local key = KEYS[i]
   local limit = tonumber(ARGV[1 + 2 * i])
   local cost = tonumber(ARGV[2 + 2 * i])
-  local total = live_units(key)
+  local total, from = live_units(key)
   used[i] = total
+  froms[i] = from
   local full = (cost > 0 and total + cost > limit) or (cost == 0 and total >= limit)
   if full then
     return { 0, i, retry_after(key, total + math.max(cost, 1) - limit) }
@@ -119,7 +120,7 @@ for i = 1, layers do
   local key = KEYS[i]
   local limit = tonumber(ARGV[1 + 2 * i])
   local cost = tonumber(ARGV[2 + 2 * i])
-  if cost > 0 then add(key, cost) end
+  if cost > 0 then add(key, cost, froms[i]) end
   result[#result + 1] = limit - used[i] - cost
 end
 return result
