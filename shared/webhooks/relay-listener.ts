@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { listenTo } from '../db/listener.js';
 import type { Logger } from '../logger.js';
 import type { QueueRegistry } from '../platform/queues.js';
 import { OUTBOX_CHANNEL, requestRelay } from './delivery.js';
@@ -14,11 +14,9 @@ export interface OutboxListener {
 }
 
 export function startOutboxListener(databaseUrl: string, queues: QueueRegistry, logger: Logger): OutboxListener {
-  let client: pg.Client | undefined;
-  let closed = false;
   let requesting = false;
   let again = false;
-  let retryTimer: NodeJS.Timeout | undefined;
+  let closed = false;
 
   const wake = async (): Promise<void> => {
     if (requesting) {
@@ -38,41 +36,12 @@ export function startOutboxListener(databaseUrl: string, queues: QueueRegistry, 
     }
   };
 
-  const connect = async (): Promise<void> => {
-    const next = new pg.Client({ connectionString: databaseUrl });
-    next.on('notification', () => void wake());
-    next.on('error', (error) => {
-      logger.warn({ err: error }, 'outbox listener connection lost; reconnecting');
-      reconnect(next);
-    });
-    try {
-      await next.connect();
-      await next.query(`LISTEN ${OUTBOX_CHANNEL}`);
-      if (closed) return void (await next.end().catch(() => undefined));
-      client = next;
-      void wake(); // whatever committed while no one listened
-    } catch (error) {
-      logger.warn({ err: error }, 'outbox listener could not connect; retrying in 2 s');
-      reconnect(next);
-    }
-  };
-
-  const reconnect = (failed: pg.Client): void => {
-    failed.end().catch(() => undefined);
-    if (client === failed) client = undefined;
-    if (closed || retryTimer) return;
-    retryTimer = setTimeout(() => {
-      retryTimer = undefined;
-      void connect();
-    }, 2_000);
-  };
-
-  void connect();
+  // On (re)connecting: whatever committed while no one listened.
+  const listener = listenTo(databaseUrl, OUTBOX_CHANNEL, logger, { notification: () => void wake(), connected: () => void wake() });
   return {
-    async close() {
+    close() {
       closed = true;
-      if (retryTimer) clearTimeout(retryTimer);
-      await client?.end().catch(() => undefined);
+      return listener.close();
     },
   };
 }
