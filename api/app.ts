@@ -37,6 +37,8 @@ export interface GatewayAppOptions {
 export function createGatewayApp(platform: Platform, options: GatewayAppOptions = {}): Express {
   const metrics = options.metrics ?? new HttpMetrics();
   const { config, logger } = platform;
+  // Metered calls are served here, so this process meters its busy payers against quota grants.
+  platform.grants.start();
   const app = express();
   app.disable('x-powered-by');
   // Express would hash every response body into a weak ETag, POST results and errors included;

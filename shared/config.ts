@@ -80,6 +80,11 @@ const configSchema = z.object({
    * kind mostly waits for the first one's lock on the busiest wallet row.
    */
   METERING_GROUP_CONCURRENCY: z.coerce.number().int().min(0).max(64).default(1),
+  /**
+   * Calls a second of one payer from which an API process meters them against a quota grant, in
+   * memory, instead of reserving each in PostgreSQL (see shared/billing/grants.ts). 0 = never.
+   */
+  METERING_GRANT_MIN_RATE: z.coerce.number().int().min(0).default(50),
   /** How long an API process keeps a verified key or customer for metered calls (0 = always read PostgreSQL). */
   CREDENTIAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   /** Calls per minute on one rsk_ provisioning key. */

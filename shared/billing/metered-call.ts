@@ -1,5 +1,6 @@
 import type { CustomerRow } from '../customers/repository.js';
 import type { Platform } from '../platform/platform.js';
+import type { GrantHold } from './grants.js';
 import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type Settlement, type SettlementEvent, type SettleResult } from './meter.js';
 
 /**
@@ -33,6 +34,11 @@ export interface UpstreamOutcome<T> {
   tokensOut: number;
 }
 
+/** A call's reservation: a hold in PostgreSQL, or a share of its payer's quota grant in this process. */
+export type MeteredHold = Hold | GrantHold;
+
+type MeteringPlatform = Pick<Platform, 'db' | 'config' | 'meteringTimings' | 'grants'>;
+
 export interface MeteredResult<T> {
   result: T;
   deductedMicros: number;
@@ -40,7 +46,7 @@ export interface MeteredResult<T> {
 }
 
 export async function runMeteredCall<T>(
-  platform: Pick<Platform, 'db' | 'config' | 'limiter' | 'meteringTimings'>,
+  platform: MeteringPlatform & Pick<Platform, 'limiter'>,
   call: MeteredCall,
   maxCostMicros: number,
   execute: () => Promise<UpstreamOutcome<T>>,
@@ -50,13 +56,14 @@ export async function runMeteredCall<T>(
     events?: (outcome: UpstreamOutcome<T>) => SettlementEvent[];
   } = {},
 ): Promise<MeteredResult<T>> {
-  const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros);
+  // A settlement under an idempotency key (a batch line) must meet its earlier attempts in PostgreSQL.
+  const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros, { grant: !options.idempotencyKey });
   call = current;
   let outcome: UpstreamOutcome<T>;
   try {
     outcome = await execute();
   } catch (error) {
-    await release(platform.db, hold);
+    await releaseCall(platform, hold);
     throw error;
   }
   const settled = await settleCall(platform, hold, {
@@ -74,17 +81,27 @@ export async function runMeteredCall<T>(
 }
 
 /**
- * Reserves a call's maximum cost. A call verified from cache whose generation went stale is
- * verified again from PostgreSQL (a revoked key ends here with its 401, before any upstream call)
- * and reserved under what it finds; the returned call carries the customer as it is now.
+ * Reserves a call's maximum cost: against its payer's quota grant when this process holds one that
+ * covers it (see QuotaGrants), else in PostgreSQL. A call verified from cache whose generation went
+ * stale is verified again from PostgreSQL (a revoked key ends here with its 401, before any
+ * upstream call) and reserved under what it finds; the returned call carries the customer as it is now.
  */
-export function authorizeCall(platform: Pick<Platform, 'db' | 'config' | 'meteringTimings'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
-  return platform.meteringTimings.time('reserve', reserve(platform, call, maxCostMicros));
+export function authorizeCall(platform: MeteringPlatform, call: MeteredCall, maxCostMicros: number, options: { grant: boolean } = { grant: true }): Promise<{ hold: MeteredHold; call: MeteredCall }> {
+  const granted = options.grant && call.credentials ? platform.grants.take({ ...call, generation: call.credentials.generation }, maxCostMicros) : undefined;
+  const reserved: Promise<{ hold: MeteredHold; call: MeteredCall }> = granted ? Promise.resolve({ hold: granted, call }) : reserve(platform, call, maxCostMicros);
+  return platform.meteringTimings.time('reserve', reserved);
 }
 
 /** Charges a reserved call for what it cost (see settle), timed as the call's settle step. */
-export function settleCall(platform: Pick<Platform, 'db' | 'config' | 'meteringTimings'>, hold: Hold, settlement: Settlement): Promise<SettleResult> {
-  return platform.meteringTimings.time('settle', settle(platform.db, platform.config, hold, settlement));
+export function settleCall(platform: MeteringPlatform, hold: MeteredHold, settlement: Settlement): Promise<SettleResult> {
+  const settled = 'grant' in hold ? Promise.resolve(platform.grants.settle(hold, settlement)) : settle(platform.db, platform.config, hold, settlement);
+  return platform.meteringTimings.time('settle', settled);
+}
+
+/** Gives a call's whole reservation back (its upstream call failed or never ran). */
+export async function releaseCall(platform: MeteringPlatform, hold: MeteredHold): Promise<void> {
+  if ('grant' in hold) platform.grants.release(hold);
+  else await release(platform.db, hold);
 }
 
 async function reserve(platform: Pick<Platform, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {

@@ -223,6 +223,68 @@ async function groupStatement<Row extends QueryResultRow>(
   return rows;
 }
 
+export interface OpenGrantCall {
+  generation: number;
+  developerId: string;
+  payerAccountId: string;
+  customerId: string | null;
+  desiredMicros: number;
+  minimumMicros: number;
+  /** The grant takes at most 1/share of the wallet's available balance. */
+  share: number;
+  ttlSeconds: number;
+  eventId: string;
+}
+
+export interface OpenGrantRow {
+  outcome: AuthorizeOutcome | 'too_small';
+  hold_id: string | null;
+  payer: Payer | null;
+  amount_micros: string | null;
+  balance_micros: string | null;
+}
+
+/** A quota grant: one hold worth many calls of one payer (billing_grant_open, migration 016). */
+export async function openGrant(q: Queryable, call: OpenGrantCall): Promise<OpenGrantRow> {
+  const { rows } = await q.query<OpenGrantRow>({
+    name: 'billing-grant-open',
+    text: `SELECT outcome, hold_id, payer, amount_micros::text, balance_micros::text FROM billing_grant_open($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    values: [call.generation, call.developerId, call.payerAccountId, call.customerId, call.desiredMicros, call.minimumMicros, call.share, call.ttlSeconds, call.eventId],
+  });
+  return rows[0]!;
+}
+
+export interface GrantEntry {
+  seq: number;
+  customer: string | null;
+  cost: number;
+  billable: number;
+  model: string;
+  tokens_in: number;
+  tokens_out: number;
+  request_id: string | null;
+  events: Array<{ id: string; type: string; data: Record<string, unknown> }>;
+}
+
+export interface ChargeGrantRow {
+  charged_micros: string;
+  balance_after_micros: string | null;
+  current: boolean;
+}
+
+/** Charges calls settled under a grant, each with its usage record and ledger row (billing_grant_charge, migration 016). */
+export async function chargeGrant(
+  q: Queryable,
+  charge: { commit: CommitMode; holdId: string; generation: number; entries: GrantEntry[]; lowThresholdMicros: number; lowEventId: string },
+): Promise<ChargeGrantRow> {
+  const { rows } = await q.query<ChargeGrantRow>({
+    name: 'billing-grant-charge',
+    text: `SELECT charged_micros::text, balance_after_micros::text, current, set_config('synchronous_commit', $6, true) FROM billing_grant_charge($1, $2, $3, $4, $5)`,
+    values: [charge.holdId, charge.generation, JSON.stringify(charge.entries), charge.lowThresholdMicros, charge.lowEventId, commitSetting(charge.commit)],
+  });
+  return rows[0] ?? { charged_micros: '0', balance_after_micros: null, current: false };
+}
+
 /** Holds whose call never settled (the API process died mid-call), oldest first. */
 export async function expiredHoldIds(q: Queryable, limit: number): Promise<string[]> {
   const { rows } = await q.query<{ id: string }>(

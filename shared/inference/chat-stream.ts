@@ -1,5 +1,5 @@
-import { billableAmount, release, type Hold, type SettlementEvent } from '../billing/meter.js';
-import { authorizeCall, settleCall, type MeteredCall } from '../billing/metered-call.js';
+import { billableAmount, type SettlementEvent } from '../billing/meter.js';
+import { authorizeCall, releaseCall, settleCall, type MeteredCall, type MeteredHold } from '../billing/metered-call.js';
 import type { Platform } from '../platform/platform.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
 import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
@@ -20,7 +20,7 @@ export class MeteredChatStream {
     private readonly call: MeteredCall,
     private readonly target: ChatTarget,
     private readonly input: ChatInput,
-    private readonly hold: Hold,
+    private readonly hold: MeteredHold,
     private readonly upstream: AsyncIterable<ChatStreamEvent>,
   ) {}
 
@@ -32,7 +32,7 @@ export class MeteredChatStream {
       const upstream = await withRetries(() => firstEvent(target.adapter.chatStream!(chatRequestFor(target, input, signal))), deadline, signal);
       return new MeteredChatStream(platform, call, target, input, hold, upstream);
     } catch (error) {
-      await release(platform.db, hold);
+      await releaseCall(platform, hold);
       throw error;
     }
   }

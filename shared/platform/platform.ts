@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { CredentialCache } from '../accounts/credential-cache.js';
+import { QuotaGrants } from '../billing/grants.js';
 import { enableMeteringGroups } from '../billing/repository.js';
 import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys.js';
 import type { Config } from '../config.js';
@@ -28,6 +29,8 @@ export interface Platform {
   limiter: RateLimiter;
   /** How long metered calls spend in each governance step (served beside the HTTP metrics). */
   meteringTimings: MeteringTimings;
+  /** Busy payers' calls metered in memory against grants held in PostgreSQL (started by API processes). */
+  grants: QuotaGrants;
   /** Verified keys and customers of metered calls, checked against their auth generation at reservation. */
   credentials: CredentialCache;
   /** An adapter for every configured upstream provider. */
@@ -50,14 +53,15 @@ export function createPlatform(config: Config, processName: string, logger = cre
   const cpu = new CpuPool(config.CPU_POOL_THREADS);
   const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
   const providers = new ProviderRegistry(config.providers);
+  const grants = new QuotaGrants(db, config, logger);
   const credentials = new CredentialCache(db, limiter, { ttlMs: config.CREDENTIAL_CACHE_SECONDS * 1000, maxEntries: 10_000, lazyCreatePerMinute: config.LAZY_CREATE_PER_MINUTE });
 
   let closing: Promise<void> | undefined;
   const ready = retryUntilClosed(() => registerVectorTypes(db), () => closing !== undefined, logger);
   const close = () => {
     closing ??= (async () => {
-      // Producers first (they use Redis), then the connections they rode on.
-      const results: PromiseSettledResult<unknown>[] = await Promise.allSettled([queues.close(), cpu.close(), limiter.flushUsage()]);
+      // Producers first (they use Redis and PostgreSQL), then the connections they rode on.
+      const results: PromiseSettledResult<unknown>[] = await Promise.allSettled([queues.close(), cpu.close(), limiter.flushUsage(), grants.close()]);
       results.push(...(await Promise.allSettled([db.end(), redis.quit(), temporal.connection.close(), temporal.probe.close()])));
       for (const result of results) {
         if (result.status === 'rejected') logger.warn({ err: result.reason }, 'a connection did not close cleanly');
@@ -66,7 +70,7 @@ export function createPlatform(config: Config, processName: string, logger = cre
     return closing;
   };
 
-  return { config, logger, db, redis, temporal, queues, cpu, limiter, meteringTimings: new MeteringTimings(), credentials, clientTokenKeys, providers, ready, close };
+  return { config, logger, db, redis, temporal, queues, cpu, limiter, meteringTimings: new MeteringTimings(), grants, credentials, clientTokenKeys, providers, ready, close };
 }
 
 /** A process may start before its database; keep trying, quietly after the first failure. */
