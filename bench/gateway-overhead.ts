@@ -88,6 +88,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     const measure = async (rate: number, seconds: number, withFloor: boolean) => {
       const base = await openLoopLoad(directCall, rate, seconds);
       const floor = withFloor ? await openLoopLoad(floorCall, rate, seconds, floorProxy.pid) : undefined;
+      // The gateway sat idle through the runs above, so its payer's quota grant ended: a second at
+      // this rate first, as a busy payer would have had (an idle payer's first calls reserve in PostgreSQL).
+      await openLoopLoad(gatewayCall, rate, 1);
       const apiFigures = await watchApiMetrics(gatewayUrl);
       const via = await openLoopLoad(gatewayCall, rate, seconds, gateway.pid);
       const inside = await apiFigures();

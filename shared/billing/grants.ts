@@ -5,7 +5,7 @@ import { newId } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { usdToMicros } from '../money.js';
 import { guardLedger } from './ledger-guard.js';
-import { release, type Settlement, type SettleResult } from './meter.js';
+import { HOLD_TTL_SECONDS, release, type Settlement, type SettleResult } from './meter.js';
 import * as repo from './repository.js';
 
 /**
@@ -41,8 +41,6 @@ const GRANT_MS = 2_000;
 const GRANT_SHARE = 20;
 /** A grant smaller than this many calls' worth is not worth opening. */
 const MIN_GRANT_CALLS = 16;
-/** A hold left by a process that died is released by the sweep after this. */
-const GRANT_HOLD_TTL_SECONDS = 120;
 /** Once PostgreSQL declined a grant for a payer (too little money, stale credentials), ask again after this. */
 const DECLINED_BACKOFF_MS = 1_000;
 /** Charges a retiring grant tries before giving up on its last calls (about 25 s in all). */
@@ -97,6 +95,8 @@ interface PayerState {
    */
   reportedBalanceMicros: number;
   unreportedMicros: number;
+  /** Auth changes of the payer's developer heard so far. */
+  authChanges: number;
   /** Charges begun, and those on their way: a balance read while one was may or may not include it. */
   chargesBegun: number;
   charging: number;
@@ -201,7 +201,7 @@ export class QuotaGrants {
 
   private noteDemand(key: string, grant: Grant | undefined, payer: GrantPayer, maxCostMicros: number, now: number): void {
     let state = this.payers.get(key);
-    if (!state) this.payers.set(key, (state = { since: now, calls: 0, lastRate: 0, declinedUntil: 0, reportedBalanceMicros: 0, unreportedMicros: 0, chargesBegun: 0, charging: 0 }));
+    if (!state) this.payers.set(key, (state = { since: now, calls: 0, lastRate: 0, declinedUntil: 0, reportedBalanceMicros: 0, unreportedMicros: 0, authChanges: 0, chargesBegun: 0, charging: 0 }));
     if (now - state.since >= 1_000) {
       state.lastRate = now - state.since < 2_000 ? state.calls : 0;
       state.since = now;
@@ -221,6 +221,7 @@ export class QuotaGrants {
     this.opening.add(key);
     // The balance read with the grant is exact only if no charge of this payer ran meanwhile.
     const quiet = state.charging === 0 ? state.chargesBegun : -1;
+    const authChanges = state.authChanges;
     try {
       const row = await guardLedger(() =>
         repo.openGrant(this.db, {
@@ -231,7 +232,8 @@ export class QuotaGrants {
           desiredMicros: Math.ceil(desiredMicros),
           minimumMicros: Math.ceil(minimumMicros),
           share: GRANT_SHARE,
-          ttlSeconds: GRANT_HOLD_TTL_SECONDS,
+          // As any hold: a streamed call may keep its grant's hold open for minutes.
+          ttlSeconds: HOLD_TTL_SECONDS,
           eventId: newId('evt_'),
         }),
       );
@@ -261,8 +263,8 @@ export class QuotaGrants {
       const previous = this.current.get(key);
       this.current.set(key, grant);
       if (previous) this.retire(previous);
-      // Lost the connection (or heard of an auth change) while opening: this grant may be stale.
-      if (!this.listening) this.retire(grant);
+      // Lost the connection, or heard of an auth change, while opening: the grant may be stale.
+      if (!this.listening || state.authChanges !== authChanges) this.retire(grant);
     } catch (error) {
       state.declinedUntil = Date.now() + DECLINED_BACKOFF_MS;
       this.logger.warn({ err: error }, 'could not open a quota grant; calls reserve one by one');
@@ -274,6 +276,9 @@ export class QuotaGrants {
   private retireDeveloper(developerId: string | undefined): void {
     for (const grant of this.current.values()) {
       if (grant.developerId === developerId) this.retire(grant);
+    }
+    for (const [key, state] of this.payers) {
+      if (key.startsWith(`${developerId}\u0000`)) state.authChanges += 1;
     }
   }
 

@@ -51,7 +51,7 @@ export class StaleCredentials extends Error {
 }
 
 /** A reservation not settled within this time is released by the hold sweep. */
-const HOLD_TTL_SECONDS = 15 * 60;
+export const HOLD_TTL_SECONDS = 15 * 60;
 
 const REFUSALS = {
   budget_exceeded: 'customer_budget_exceeded',
