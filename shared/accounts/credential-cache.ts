@@ -15,7 +15,8 @@ import { lookupDeveloperKey, type DeveloperKeyPrincipal } from './authenticate.j
  * reservation, which refuses it as stale when it is no longer current; the caller then verifies
  * again from PostgreSQL (see MeteredCall.credentials). So a revoked key or an archived customer
  * stops at the reservation, before any upstream call, on every replica at once; the cache only
- * saves the reads. Entries also expire after `ttlMs`, which bounds how long a changed rate limit
+ * saves the reads. (A call reserved against a quota grant meets no statement: there the change's
+ * announcement at commit retires the developer's grants, see shared/billing/grants.ts.) Entries also expire after `ttlMs`, which bounds how long a changed rate limit
  * of a customer can go unnoticed by the layers that run before the reservation.
  */
 export interface VerifiedKey {
