@@ -111,12 +111,26 @@ describe('a busy payer', () => {
     await burst(60, 4, () => meter(developer.key, { max_cost_micros: 1_000, cost_micros: 100 }));
     expect(gateway.platform.grants.servingFor(developer.accountId)).toBeGreaterThan(0);
 
+    // Nothing left to charge: each charge checks the generation too, and this test is about the announcement.
+    await gateway.platform.grants.flush();
     const [key] = await listApiKeys(gateway.platform.db, developer.accountId);
     await revokeApiKey(gateway.platform.db, developer.accountId, key!.id);
     // The announcement of the commit reaches this process's listener on its own connection.
     await expect.poll(() => gateway.platform.grants.servingFor(developer.accountId)).toBe(0);
     const refused = await meter(developer.key, { max_cost_micros: 1_000, cost_micros: 100 });
     expect({ status: refused.status, code: refused.body.error.code }).toEqual({ status: 401, code: 'invalid_token' });
+  });
+
+  it('stops using its grant when its account closes, a change whose generation bump a BEFORE trigger makes', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 50_000_000 });
+    await burst(60, 4, () => meter(developer.key, { max_cost_micros: 1_000, cost_micros: 100 }));
+    expect(gateway.platform.grants.servingFor(developer.accountId)).toBeGreaterThan(0);
+
+    await gateway.platform.grants.flush();
+    await gateway.platform.db.query(`UPDATE accounts SET status = 'closed', closed_at = now() WHERE id = $1`, [developer.accountId]);
+    await expect.poll(() => gateway.platform.grants.servingFor(developer.accountId)).toBe(0);
+    const refused = await meter(developer.key, { max_cost_micros: 1_000, cost_micros: 100 });
+    expect(refused.status).toBe(401);
   });
 
   it('reserves call by call for a customer with a monthly budget, so the budget refuses exactly', async () => {
