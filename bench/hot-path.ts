@@ -66,7 +66,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     const inside = await apiFigures();
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
     const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
-    // And against one that also makes the metered call's three round trips, doing nothing in them.
+    // And against one that also makes the three round trips of a call reserved in PostgreSQL, doing nothing in them.
     await openLoopLoad(roundTripTarget, options.ratePerSecond, options.warmupSeconds);
     const roundTrips = await openLoopLoad(roundTripTarget, options.ratePerSecond, Math.min(options.seconds, 10), roundTripFloor.pid);
     const row = (name: string, measured: typeof result) => ({

@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { CustomerRow } from '../customers/repository.js';
 import type { Db } from '../db/pool.js';
 import { listenTo, type Listener } from '../db/listener.js';
 import { newId } from '../ids.js';
@@ -45,13 +46,13 @@ const MIN_GRANT_CALLS = 16;
 const DECLINED_BACKOFF_MS = 1_000;
 /** Charges a retiring grant tries before giving up on its last calls (about 25 s in all). */
 const FINISH_ATTEMPTS = 8;
-export const AUTH_GENERATION_CHANNEL = 'svc_auth_generation';
+const AUTH_GENERATION_CHANNEL = 'svc_auth_generation';
 
 /** Who pays a call, as far as a grant is concerned. */
 export interface GrantPayer {
   developerId: string;
   payerAccountId: string;
-  customer: { id: string; monthly_budget_micros: string | number | null } | null;
+  customer: Pick<CustomerRow, 'id' | 'monthly_budget_micros'> | null;
   /** The auth generation the call's credentials were verified under (cached calls only). */
   generation: number;
 }

@@ -2,9 +2,10 @@ import { Histogram, Registry } from 'prom-client';
 
 /**
  * How long each governance step of a metered call waited, as a Prometheus histogram beside the
- * HTTP metrics: the rate-limit round trip to Redis, the reservation and the settlement in
- * PostgreSQL. A slow call's time then shows where it went: in the API itself (http latency less
- * these), in Redis, or queued behind other metering statements.
+ * HTTP metrics: the rate-limit round trip to Redis, the reservation and the settlement (in
+ * PostgreSQL, or in this process's memory for a call on a quota grant). A slow call's time then
+ * shows where it went: in the API itself (http latency less these), in Redis, or queued behind
+ * other metering statements.
  */
 export type MeteringStep = 'rate_limit' | 'reserve' | 'settle';
 
@@ -12,7 +13,7 @@ export class MeteringTimings {
   readonly registry = new Registry();
   private readonly seconds = new Histogram({
     name: 'svc_metering_step_seconds',
-    help: 'Time a metered call spent in each governance step: rate_limit (Redis), reserve and settle (PostgreSQL)',
+    help: 'Time a metered call spent in each governance step: rate_limit (Redis), reserve and settle (PostgreSQL, or memory on a quota grant)',
     labelNames: ['step'] as const,
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
