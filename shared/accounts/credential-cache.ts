@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Attribution } from '../customers/customers.js';
 import { attributeCustomer } from '../customers/customers.js';
 import type { CustomerRow } from '../customers/repository.js';
@@ -53,7 +53,7 @@ export class CredentialCache {
 
   /** A `ko_` key, from memory when this process verified it recently; throws the auth codes otherwise. */
   async developerKey(presented: string, now = Date.now()): Promise<VerifiedKey> {
-    const digest = createHash('sha256').update(presented).digest('base64');
+    const digest = hash('sha256', presented, 'base64');
     const cached = this.keys.get(digest);
     if (cached && now - cached.cachedAt < this.options.ttlMs && (cached.expiresAt === null || cached.expiresAt > now)) return cached;
     this.keys.delete(digest);
@@ -78,7 +78,7 @@ export class CredentialCache {
 
   /** Drops a presented key's entry, so the next look-up reads PostgreSQL. */
   forgetKey(presented: string): void {
-    this.keys.delete(createHash('sha256').update(presented).digest('base64'));
+    this.keys.delete(hash('sha256', presented, 'base64'));
   }
 }
 

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Secret key material. `ko_` developer keys and `rsk_` provisioning keys share one shape:
@@ -28,7 +28,7 @@ export function isWellFormedKey(kind: KeyKind, presented: string): boolean {
 }
 
 export function hashKey(plaintext: string): Buffer {
-  return createHash('sha256').update(plaintext, 'utf8').digest();
+  return hash('sha256', plaintext, 'buffer');
 }
 
 /** Constant-time check that a stored hash belongs to the presented key. */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Config } from '../config.js';
 import type { LimitLayer } from './limiter.js';
 
@@ -10,7 +10,7 @@ type Limits = Pick<Config, 'EDGE_RPM_LIMIT' | 'DEVELOPER_RPM_LIMIT' | 'DEVELOPER
 
 /** Edge: per client IP plus credential, so one noisy address cannot starve a key used elsewhere. */
 export function edgeLayer(config: Limits, ip: string, credential: string): LimitLayer {
-  const fingerprint = createHash('sha256').update(credential).digest('hex').slice(0, 24);
+  const fingerprint = hash('sha256', credential, 'hex').slice(0, 24);
   return { key: `edge:${ip}:${fingerprint}`, limit: config.EDGE_RPM_LIMIT, cost: 1, code: 'edge_rate_limit_exceeded', countsRequests: true };
 }
 
