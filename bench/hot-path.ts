@@ -5,6 +5,7 @@
  * time, so a slow server cannot hide its queueing (no coordinated omission).
  */
 import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createCustomer } from '../shared/customers/customers.js';
 import type { Config } from '../shared/config.js';
@@ -30,7 +31,10 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   await db.end();
 
   const port = await freePort();
-  const api = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), '--import', 'tsx', 'bench/support/bench-server.ts'], {
+  // BENCH_PROFILE=1 writes the API's CPU profile to /tmp/prof. BENCH_NODE_FLAGS adds Node or V8 flags
+  // (say --trace-gc-nvp) and BENCH_API_STDOUT names a file that gets what the API then prints.
+  const nodeFlags = [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), ...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
+  const api = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', 'bench/support/bench-server.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,
@@ -44,6 +48,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     },
   });
   const origin = (await printedJson(api, 'listening')).listening as string;
+  if (process.env.BENCH_API_STDOUT) api.stdout!.pipe(createWriteStream(process.env.BENCH_API_STDOUT));
   const target = {
     origin,
     path: '/v1/_probe/metered',

@@ -9,6 +9,8 @@ import { createInterface } from 'node:readline';
 export async function printedJson(child: ChildProcess, field: string): Promise<Record<string, any>> {
   let text = '';
   for await (const line of createInterface({ input: child.stdout! })) {
+    // Lines outside a document (a V8 trace flag's output, say) are not what we wait for.
+    if (text === '' && !line.trimStart().startsWith('{')) continue;
     text += line;
     try {
       const parsed = JSON.parse(text) as Record<string, any>;
