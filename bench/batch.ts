@@ -14,6 +14,7 @@ import { prepareDatabase } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
+import { API_NODE_ARGS, WORKER_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
 
 export interface BatchBenchOptions {
@@ -93,10 +94,10 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     OPENAI_API_KEY: printed.api_keys.openai as string,
     OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
   };
-  const api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env });
+  const api = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'api/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env });
   // BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the worker.
   // The worker's heap cap is the one `npm start` and `npm run serve:worker` use.
-  const workerArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '--max-old-space-size=256').split(' ').filter(Boolean);
+  const workerArgs = process.env.BENCH_WORKER_NODE_ARGS?.split(' ').filter(Boolean) ?? WORKER_NODE_ARGS;
   // BENCH_BATCH_WORKERS > 1 runs more worker replicas on the same task queue (they share the chunks).
   const workers = Array.from({ length: Math.max(1, Number(process.env.BENCH_BATCH_WORKERS ?? 1)) }, () =>
     spawn(process.execPath, [...workerArgs, '--import', 'tsx', 'workers/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env }),

@@ -12,6 +12,7 @@ import type { Config } from '../shared/config.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { API_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
@@ -34,7 +35,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   // BENCH_PROFILE=1 writes the API's CPU profile to /tmp/prof. BENCH_NODE_FLAGS adds Node or V8 flags
   // (say --trace-gc-nvp) and BENCH_API_STDOUT names a file that gets what the API then prints.
   const nodeFlags = [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), ...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
-  const api = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', 'bench/support/bench-server.ts'], {
+  const api = spawn(process.execPath, [...API_NODE_ARGS, ...nodeFlags, '--import', 'tsx', 'bench/support/bench-server.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,

@@ -17,6 +17,7 @@ import { createLogger } from '../shared/logger.js';
 import { CpuPool } from '../shared/platform/cpu-pool.js';
 import { cosineTopK } from '../shared/scoring/cosine.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
+import { API_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { runGatewayOverheadBench } from './gateway-overhead.js';
 import { runHotPathBench } from './hot-path.js';
 import { runBatchBench } from './batch.js';
@@ -44,7 +45,7 @@ if (runs('front-door')) {
   await db.end();
 
   const port = await freePort();
-  const api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+  const api = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'api/main.ts'], {
     stdio: 'ignore',
     env: {
       ...process.env,

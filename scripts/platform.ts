@@ -15,6 +15,7 @@ import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/provi
 import { createFullEmulator } from './emulator/emulator.js';
 import { emulatorProviderEnv } from './emulator/provider-env.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
+import { API_NODE_ARGS, WORKER_NODE_ARGS } from './lib/node-args.js';
 import {
   freePort,
   isPortOpen,
@@ -110,10 +111,8 @@ function spawnNode(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = 
 
 async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()) };
-  // The worker streams (batch files, deliveries): a capped heap keeps its memory flat instead of
-  // letting V8 grow toward its default ceiling. `npm run serve:worker` and the Dockerfile use the same cap.
-  spawnNode('workers/main.ts', env, ['--max-old-space-size=256']);
-  spawnNode('api/main.ts', env);
+  spawnNode('workers/main.ts', env, WORKER_NODE_ARGS);
+  spawnNode('api/main.ts', env, API_NODE_ARGS);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
   const lines = [
     '',
