@@ -19,13 +19,17 @@ export class MeteringTimings {
     registers: [this.registry],
   });
 
-  /** Resolves as `step` does, recording how long it took (a failed step too). */
-  async time<T>(step: MeteringStep, work: Promise<T>): Promise<T> {
-    const end = this.seconds.startTimer({ step });
-    try {
-      return await work;
-    } finally {
-      end();
-    }
+  /**
+   * Returns `work` itself, recording how long it took to settle (a failed step too). Three steps
+   * of every metered call pass here, so it adds one reaction to the promise and nothing else: no
+   * wrapping async function, and the label objects are made once.
+   */
+  time<T>(step: MeteringStep, work: Promise<T>): Promise<T> {
+    const started = performance.now();
+    const record = () => this.seconds.observe(STEP_LABELS[step], (performance.now() - started) / 1_000);
+    work.then(record, record);
+    return work;
   }
 }
+
+const STEP_LABELS: Record<MeteringStep, { step: MeteringStep }> = { rate_limit: { step: 'rate_limit' }, reserve: { step: 'reserve' }, settle: { step: 'settle' } };

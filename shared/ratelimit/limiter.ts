@@ -91,15 +91,21 @@ export class RateLimiter {
     clearTimeout(this.usageTimer);
     this.usageTimer = undefined;
     const usage = this.pendingUsage;
-    this.pendingUsage = new Map();
-    const keys = [...layers.map((layer) => this.redisKey(layer.key)), ...usage.keys()];
-    const args: (string | number)[] = [WINDOW_SECONDS, layers.length];
-    for (const layer of layers) args.push(layer.limit, layer.cost);
-    args.push(...usage.values());
+    if (usage.size > 0) this.pendingUsage = new Map();
+    // The script's KEYS (the layers', then the pending usage's), then ARGV: the window, how many
+    // layers, each layer's limit and cost, each usage count.
+    const keysAndArgs: (string | number)[] = [];
+    for (const layer of layers) keysAndArgs.push(this.redisKey(layer.key));
+    for (const key of usage.keys()) keysAndArgs.push(key);
+    const keyCount = keysAndArgs.length;
+    keysAndArgs.push(WINDOW_SECONDS, layers.length);
+    for (const layer of layers) keysAndArgs.push(layer.limit, layer.cost);
+    for (const units of usage.values()) keysAndArgs.push(units);
     try {
-      return await this.run(keys.length, ...keys, ...args);
+      return await this.run(keyCount, ...keysAndArgs);
     } catch (error) {
-      for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
+      // (With none pending, `usage` is still the live map: nothing of this trip's to put back.)
+      if (usage !== this.pendingUsage) for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
       throw error;
     }
   }
