@@ -105,7 +105,7 @@ async function streamCompletion(platform: Platform, req: Request, res: Response,
   setModelHeaders(res, [target], target, [model.id]);
   res.status(200).setHeader('content-type', 'text/event-stream');
   res.setHeader('cache-control', 'no-cache');
-  res.flushHeaders();
+  // The headers leave with this first chunk, in one write (flushing them first cost the first byte a write of its own).
   res.write(delta({ role: 'assistant', content: '' }, null));
 
   let failure: unknown;
