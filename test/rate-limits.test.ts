@@ -121,6 +121,21 @@ describe('the sliding-window limiter', () => {
     await vi.waitFor(async () => expect(await replica.consume([tokens])).toMatchObject({ allowed: false, layer: { key: 'idle:tpm' } }));
   });
 
+  it('counts recorded tokens once when a round trip that carried none fails while another carries them', async () => {
+    const { redis, config } = gateway.platform;
+    const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX);
+    const tokens = layer('once:tpm', 100, 0, false);
+    // A cost the script cannot read makes this one round trip fail in Redis, and only it.
+    const failing = limiter.consume([layer('once:broken', 10, 'x' as unknown as number)]);
+    limiter.recordUsage(['once:tpm'], 60);
+    const carrying = limiter.consume([tokens]);
+    await expect(failing).rejects.toThrow();
+    expect(await carrying).toMatchObject({ allowed: true });
+    await limiter.flushUsage();
+    // 60 of 100 counted: room left. Counted twice (120) the layer would be full.
+    expect(await limiter.consume([tokens])).toMatchObject({ allowed: true });
+  });
+
   /** A layer's hash as an earlier writer left it: units by bucket age in seconds, and any other fields (`from` as an age too). */
   async function writeWindow(key: string, buckets: Record<number, number>, fields: Record<string, number> = {}) {
     const { redis, config } = gateway.platform;

@@ -90,8 +90,10 @@ export class RateLimiter {
   private async roundTrip(layers: readonly LimitLayer[]): Promise<number[]> {
     clearTimeout(this.usageTimer);
     this.usageTimer = undefined;
+    // Usage is taken only when there is some: a Map a round trip was needless garbage.
     const usage = this.pendingUsage;
-    if (usage.size > 0) this.pendingUsage = new Map();
+    const tookUsage = usage.size > 0;
+    if (tookUsage) this.pendingUsage = new Map();
     // The script's KEYS (the layers', then the pending usage's), then ARGV: the window, how many
     // layers, each layer's limit and cost, each usage count.
     const keysAndArgs: (string | number)[] = [];
@@ -104,8 +106,8 @@ export class RateLimiter {
     try {
       return await this.run(keyCount, ...keysAndArgs);
     } catch (error) {
-      // (With none pending, `usage` is still the live map: nothing of this trip's to put back.)
-      if (usage !== this.pendingUsage) for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
+      // Without usage taken, `usage` is the live map, which another round trip may have taken since.
+      if (tookUsage) for (const [key, units] of usage) this.pendingUsage.set(key, (this.pendingUsage.get(key) ?? 0) + units);
       throw error;
     }
   }
