@@ -72,9 +72,11 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     const inside = await apiFigures();
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
     const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
-    // And against one that also makes the three round trips of a call reserved in PostgreSQL, doing nothing in them.
+    // And against one that also makes the three round trips of a call reserved in PostgreSQL, doing nothing in them,
+    // then only the Redis one, as a call on a quota grant does.
     await openLoopLoad(roundTripTarget, options.ratePerSecond, options.warmupSeconds);
     const roundTrips = await openLoopLoad(roundTripTarget, options.ratePerSecond, Math.min(options.seconds, 10), roundTripFloor.pid);
+    const redisOnly = await openLoopLoad({ ...roundTripTarget, path: '/redis-only' }, options.ratePerSecond, Math.min(options.seconds, 10), roundTripFloor.pid);
     const row = (name: string, measured: typeof result) => ({
       target: name,
       'offered req/s': options.ratePerSecond,
@@ -93,7 +95,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'send lag p99 ms': measured.sendLagP99?.toFixed(2) ?? 'n/a',
     });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
-    console.table([row('metered call', result), row('bare node:http (floor)', floor), row('floor + Redis + 2 PostgreSQL round trips', roundTrips)]);
+    console.table([row('metered call', result), row('bare node:http (floor)', floor), row('floor + Redis + 2 PostgreSQL round trips', roundTrips), row('floor + Redis round trip', redisOnly)]);
     if (inside) {
       console.log(
         `inside the API during the metered run: event loop late by p99 ${inside.loopDelayP99Ms.toFixed(2)} ms (max ${inside.loopDelayMaxMs.toFixed(2)} ms); ` +
