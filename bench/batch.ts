@@ -16,6 +16,7 @@ import { createLogger } from '../shared/logger.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
 import { API_NODE_ARGS, WORKER_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
+import { flagsFrom } from './support/node-flags.js';
 
 export interface BatchBenchOptions {
   /** A server URL whose database `svc_platform_bench_batch` is dropped and made again. */
@@ -97,7 +98,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
   const api = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'api/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env });
   // BENCH_WORKER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the worker.
   // The worker's heap cap is the one `npm start` and `npm run serve:worker` use.
-  const workerArgs = process.env.BENCH_WORKER_NODE_ARGS?.split(' ').filter(Boolean) ?? WORKER_NODE_ARGS;
+  const workerArgs = flagsFrom(process.env.BENCH_WORKER_NODE_ARGS) ?? WORKER_NODE_ARGS;
   // BENCH_BATCH_WORKERS > 1 runs more worker replicas on the same task queue (they share the chunks).
   const workers = Array.from({ length: Math.max(1, Number(process.env.BENCH_BATCH_WORKERS ?? 1)) }, () =>
     spawn(process.execPath, [...workerArgs, '--import', 'tsx', 'workers/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env }),

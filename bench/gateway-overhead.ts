@@ -13,8 +13,8 @@ import { createApiKey, createDeveloperAccount } from '../shared/accounts/account
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
-import { API_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
+import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad, type LoadTarget } from './support/load.js';
 
@@ -42,7 +42,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
 
   const gatewayPort = await freePort();
   // BENCH_PROFILE=1 writes the gateway's CPU profile to /tmp/prof (open it in Chrome DevTools).
-  const gateway = spawn(process.execPath, [...API_NODE_ARGS, ...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), '--import', 'tsx', 'api/main.ts'], {
+  const gateway = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'api/main.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,

@@ -12,8 +12,8 @@ import type { Config } from '../shared/config.js';
 import { createPool } from '../shared/db/pool.js';
 import { createLogger } from '../shared/logger.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
-import { API_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
+import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
 
@@ -32,10 +32,8 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   await db.end();
 
   const port = await freePort();
-  // BENCH_PROFILE=1 writes the API's CPU profile to /tmp/prof. BENCH_NODE_FLAGS adds Node or V8 flags
-  // (say --trace-gc-nvp) and BENCH_API_STDOUT names a file that gets what the API then prints.
-  const nodeFlags = [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : []), ...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [])];
-  const api = spawn(process.execPath, [...API_NODE_ARGS, ...nodeFlags, '--import', 'tsx', 'bench/support/bench-server.ts'], {
+  // BENCH_API_STDOUT names a file that gets what the API prints (a trace flag's output, say).
+  const api = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'bench/support/bench-server.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,

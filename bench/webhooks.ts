@@ -23,6 +23,7 @@ import { newId } from '../shared/ids.js';
 import { createLogger } from '../shared/logger.js';
 import { createEndpoint } from '../shared/webhooks/endpoints.js';
 import { freePort, startTemporalDevServer, stopChild, type TemporalDevServer } from '../scripts/lib/local-services.js';
+import { profileFlags } from './support/node-flags.js';
 
 export interface WebhookBenchOptions {
   databaseUrl: string;
@@ -79,8 +80,7 @@ export async function runWebhookBench(base: Config, options: WebhookBenchOptions
       await createEndpoint({ db, config: { WEBHOOK_ALLOW_PRIVATE_HOSTS: true } }, developer.id, { url: `${origin}/bench-${i}`, events: ['customer.created'], description: 'bench' });
     }
 
-    const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof-webhooks'] : [];
-    worker = spawn(process.execPath, [...profile, '--import', 'tsx', 'workers/main.ts'], {
+    worker = spawn(process.execPath, [...profileFlags('/tmp/prof-webhooks'), '--import', 'tsx', 'workers/main.ts'], {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: {
         ...process.env,
