@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { meteredProbeRoutes } from '../bench/support/metered-probe.js';
 import { listApiKeys, revokeApiKey } from '../shared/accounts/accounts.js';
+import { QuotaGrants } from '../shared/billing/grants.js';
+import type { Db } from '../shared/db/pool.js';
 import { bearer, call, createDeveloper, startSecondInstance, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /**
@@ -154,5 +156,47 @@ describe('a payer near the end of its money', () => {
     const responses = await burst(150, 4, () => meter(developer.key, { max_cost_micros: 1_000, cost_micros: 1_000 }));
     expect(responses.filter((response) => response.status === 200)).toHaveLength(100);
     expect(await books(developer.accountId)).toMatchObject({ balance: 0, granted: 0, usage: 100 });
+  });
+});
+
+describe('a grant retired while one of its charges is on its way', () => {
+  it('waits for that charge before giving back the rest: every settled call charged once, nothing left reserved', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
+    // The same PostgreSQL, with each bulk charge held back on its way, so the grant retires while one is.
+    const pool = gateway.platform.db;
+    const slowCharges = new Proxy(pool, {
+      get(target, name) {
+        if (name !== 'query') return Reflect.get(target, name);
+        return async (query: { name?: string }, ...rest: unknown[]) => {
+          if (query?.name === 'billing-grant-charge') await new Promise((resolve) => setTimeout(resolve, 300));
+          return (target.query as (...args: unknown[]) => unknown)(query, ...rest);
+        };
+      },
+    }) as Db;
+    const grants = new QuotaGrants(slowCharges, gateway.platform.config, gateway.platform.logger);
+    grants.start();
+    try {
+      const { rows } = await pool.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
+      const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
+      // Demand opens a grant once this process listens for auth changes.
+      const takesFromGrant = () => {
+        const hold = grants.take(payer, 1_000);
+        if (hold) grants.release(hold);
+        return hold !== undefined;
+      };
+      await expect.poll(takesFromGrant, { timeout: 10_000 }).toBe(true);
+      for (let i = 0; i < 10; i++) {
+        const hold = grants.take(payer, 1_000)!;
+        grants.settle(hold, { costMicros: 700, billableMicros: 700, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
+      }
+      const order: string[] = [];
+      const charging = grants.flush().then(() => order.push('charged'));
+      await grants.close().then(() => order.push('closed'));
+      await charging;
+      expect(order).toEqual(['charged', 'closed']);
+    } finally {
+      await grants.close();
+    }
+    expect(await books(developer.accountId)).toMatchObject({ reserved: 0, usage: 10, balance: 10_000_000 - 10 * 700, ledger: 10_000_000 - 10 * 700 });
   });
 });

@@ -107,7 +107,8 @@ export class QuotaGrants {
   private readonly current = new Map<string, Grant>();
   private readonly live = new Set<Grant>();
   private readonly payers = new Map<string, PayerState>();
-  private readonly opening = new Set<string>();
+  /** Grants being opened, by payer key. */
+  private readonly opening = new Map<string, Promise<void>>();
   private listener: Listener | undefined;
   private listening = false;
   private timer: NodeJS.Timeout | undefined;
@@ -191,6 +192,8 @@ export class QuotaGrants {
     clearInterval(this.timer);
     await this.listener?.close();
     this.listening = false;
+    // A grant whose opening was under way is retired as it opens (no one listens now), and joins `live`.
+    await Promise.all(this.opening.values());
     for (const grant of this.live) this.retire(grant);
     await Promise.all([...this.live].map((grant) => grant.finished));
   }
@@ -215,11 +218,11 @@ export class QuotaGrants {
     const renewing = grant && !grant.retired && grant.generation === payer.generation;
     if (renewing && grant.expiresAt - now > GRANT_MS / 4 && grant.remainingMicros > grant.amountMicros / 4) return;
     const minimumMicros = maxCostMicros * MIN_GRANT_CALLS;
-    void this.open(key, payer, Math.max(maxCostMicros * rate * (GRANT_MS / 1_000), minimumMicros), minimumMicros, state);
+    const opened = this.open(key, payer, Math.max(maxCostMicros * rate * (GRANT_MS / 1_000), minimumMicros), minimumMicros, state);
+    this.opening.set(key, opened.finally(() => this.opening.delete(key)));
   }
 
   private async open(key: string, payer: GrantPayer, desiredMicros: number, minimumMicros: number, state: PayerState): Promise<void> {
-    this.opening.add(key);
     // The balance read with the grant is exact only if no charge of this payer ran meanwhile.
     const quiet = state.charging === 0 ? state.chargesBegun : -1;
     const authChanges = state.authChanges;
@@ -269,8 +272,6 @@ export class QuotaGrants {
     } catch (error) {
       state.declinedUntil = Date.now() + DECLINED_BACKOFF_MS;
       this.logger.warn({ err: error }, 'could not open a quota grant; calls reserve one by one');
-    } finally {
-      this.opening.delete(key);
     }
   }
 
@@ -293,7 +294,9 @@ export class QuotaGrants {
   /** Charges a retired grant's last calls, then gives back what none of them used. */
   private finish(grant: Grant): void {
     grant.finished ??= (async () => {
-      for (let attempt = 0; grant.pending.length > 0 && attempt < FINISH_ATTEMPTS; attempt++) {
+      // Charge at least once even with nothing pending: that waits for a charge already on its way,
+      // whose calls would otherwise meet a released hold and go uncharged while their money went back.
+      for (let attempt = 0; attempt === 0 || (grant.pending.length > 0 && attempt < FINISH_ATTEMPTS); attempt++) {
         if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, FLUSH_MS * 2 ** attempt));
         await this.charge(grant);
       }
