@@ -85,6 +85,11 @@ const configSchema = z.object({
    * memory, instead of reserving each in PostgreSQL (see shared/billing/grants.ts). 0 = never.
    */
   METERING_GRANT_MIN_RATE: z.coerce.number().int().min(0).default(50),
+  /**
+   * Calls a second of one caller (one set of rate-limit layers) from which an API process checks
+   * them against Redis a block of requests at a time (see shared/ratelimit/limiter.ts). 0 = never.
+   */
+  RATE_LIMIT_BLOCK_MIN_RATE: z.coerce.number().int().min(0).default(50),
   /** How long an API process keeps a verified key or customer for metered calls (0 = always read PostgreSQL). */
   CREDENTIAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   /** Calls per minute on one rsk_ provisioning key. */

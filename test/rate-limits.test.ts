@@ -179,3 +179,73 @@ describe('the sliding-window limiter', () => {
     expect(await limiter.consume([roomy])).toEqual({ allowed: true, remaining: 98 });
   });
 });
+
+describe('blocks of requests for a busy caller', () => {
+  let gateway: TestPlatform;
+  beforeAll(async () => {
+    gateway = await startTestPlatform();
+  });
+  afterAll(() => gateway?.close());
+
+  const requests = (key: string, limit: number): LimitLayer => ({ key, limit, cost: 1, code: 'customer_rate_limit_exceeded', countsRequests: true });
+  const tokens = (key: string, limit: number): LimitLayer => ({ key, limit, cost: 0, code: 'customer_rate_limit_exceeded', countsRequests: false });
+  const limiterWithBlocks = () => new RateLimiter(gateway.platform.redis, gateway.platform.config.REDIS_KEY_PREFIX, { blockMinRate: 50 });
+  const counted = async (key: string) => Number(await gateway.platform.redis.hget(`${gateway.platform.config.REDIS_KEY_PREFIX}:rl:${key}`, 'sum'));
+
+  /** `waves` rounds of `perWave` concurrent checks, 10 ms apart: a caller at about perWave x 100 calls a second. */
+  async function paced(limiter: RateLimiter, layers: LimitLayer[], waves: number, perWave: number) {
+    const decisions = [];
+    for (let wave = 0; wave < waves; wave++) {
+      decisions.push(...(await Promise.all(Array.from({ length: perWave }, () => limiter.consume(layers)))));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    return decisions;
+  }
+
+  it('checks a busy caller in far fewer round trips, never counts past its limit, and refuses exactly once full', async () => {
+    const limiter = limiterWithBlocks();
+    const decisions = await paced(limiter, [requests('block:rpm', 2000)], 120, 20);
+    const passed = decisions.filter((decision) => decision.allowed);
+    // Near the limit blocks shrink to single calls, so the window fills exactly.
+    expect(await counted('block:rpm')).toBe(2000);
+    // Every block is served within its 200 ms at this pace; a stall of the test process longer
+    // than that could let one lapse, leaving that block's rest counted but unserved.
+    expect(passed.length).toBeLessThanOrEqual(2000);
+    expect(passed.length).toBeGreaterThan(1900);
+    expect(decisions.slice(passed.length).every((decision) => !decision.allowed)).toBe(true);
+    // Call by call that would have been 2,400 round trips.
+    expect(limiter.roundTrips).toBeLessThan(1000);
+    // X-RateLimit-Remaining counts down through each block: every value once, down to 0.
+    const remaining = passed.map((decision) => (decision.allowed ? decision.remaining! : -1));
+    expect(new Set(remaining).size).toBe(passed.length);
+    expect(Math.min(...remaining)).toBe(0);
+  });
+
+  it('counts at most one block more than a caller used once it stops', async () => {
+    const limiter = limiterWithBlocks();
+    const decisions = await paced(limiter, [requests('idle:rpm', 1_000_000)], 30, 20);
+    expect(decisions.every((decision) => decision.allowed)).toBe(true);
+    const extra = (await counted('idle:rpm')) - decisions.length;
+    expect(extra).toBeGreaterThanOrEqual(0);
+    // A block holds about 50 ms of the caller's 2,000 calls a second.
+    expect(extra).toBeLessThanOrEqual(200);
+  });
+
+  it('stops serving a block once the tokens this process recorded fill a token layer', async () => {
+    const limiter = limiterWithBlocks();
+    const layers = [requests('tb:rpm', 1_000_000), tokens('tb:tpm', 5_000)];
+    const before = await paced(limiter, layers, 20, 10);
+    expect(before.every((decision) => decision.allowed)).toBe(true);
+    const tripsBefore = limiter.roundTrips;
+    limiter.recordUsage(['tb:tpm'], 5_000);
+    expect(await limiter.consume(layers)).toMatchObject({ allowed: false, layer: { key: 'tb:tpm' } });
+    expect(limiter.roundTrips).toBe(tripsBefore + 1);
+  });
+
+  it('is off with blockMinRate 0: one round trip a call', async () => {
+    const limiter = new RateLimiter(gateway.platform.redis, gateway.platform.config.REDIS_KEY_PREFIX, { blockMinRate: 0 });
+    await paced(limiter, [requests('off:rpm', 1_000_000)], 10, 20);
+    expect(limiter.roundTrips).toBe(200);
+    expect(await counted('off:rpm')).toBe(200);
+  });
+});

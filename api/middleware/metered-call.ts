@@ -41,7 +41,8 @@ declare global {
  *    the route (its origin allowlist and IP binding checked);
  * 2. attribution: a client token's pinned customer, or Svc-Customer / body `user` under Bearer,
  *    created on first use unless Svc-Customer-Strict is true or lazy creation is off;
- * 3. the four rate-limit layers (edge, client token, developer, customer) in one Redis round trip.
+ * 3. the four rate-limit layers (edge, client token, developer, customer) in one Redis round trip,
+ *    or for a busy caller from a block of requests that round trip already counted.
  * The handler then reserves, calls upstream and settles through runMeteredCall.
  */
 export function meteredCall(
