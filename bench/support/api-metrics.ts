@@ -13,7 +13,10 @@ export interface ApiRunFigures {
   /** Collections during the run, of every kind, and their summed pause. */
   gcCount: number;
   gcPauseMs: number;
-  /** Per governance step (rate_limit, reserve, settle): mean, and the histogram bucket p99 falls in. */
+  /**
+   * The whole request inside the API (`request`) and each governance step (rate_limit, reserve,
+   * settle): mean, and the histogram bucket p99 falls in.
+   */
   steps: Record<string, { meanMs: number; p99AtMostMs: number }>;
 }
 
@@ -32,17 +35,31 @@ export async function watchApiMetrics(origin: string): Promise<() => Promise<Api
     if (p99 === undefined || max === undefined) return undefined;
     // Summed over every label set whose labels contain `labels`, the growth during the run.
     const grown = (metric: string, labels = '') => total(after, metric, labels) - total(before, metric, labels);
-    const steps: ApiRunFigures['steps'] = {};
-    for (const step of ['rate_limit', 'reserve', 'settle']) {
-      const label = `step="${step}"`;
-      const count = grown('svc_metering_step_seconds_count', label);
-      if (count === 0) continue;
-      // The cumulative buckets, smallest first: p99 lies in the first that holds 99 % of the calls.
-      const buckets = [...after.keys()]
-        .filter((sample) => sample.startsWith('svc_metering_step_seconds_bucket{') && sample.includes(label))
-        .map((sample) => ({ le: Number(/le="([^"]+)"/.exec(sample)?.[1]), calls: after.get(sample)! - (before.get(sample) ?? 0) }));
+    // A histogram's growth during the run, over the samples whose labels contain `label`: mean, and
+    // the bucket p99 falls in (the cumulative buckets, smallest first: the first that holds 99 %).
+    const histogram = (metric: string, label: string) => {
+      const count = grown(`${metric}_count`, label);
+      if (count === 0) return undefined;
+      // Several label sets (routes, statuses) may match: their buckets add up by bound.
+      const callsByBound = new Map<number, number>();
+      for (const sample of after.keys()) {
+        if (!sample.startsWith(`${metric}_bucket{`) || !sample.includes(label)) continue;
+        const bound = /le="([^"]+)"/.exec(sample)?.[1];
+        const le = bound === '+Inf' ? Number.POSITIVE_INFINITY : Number(bound);
+        callsByBound.set(le, (callsByBound.get(le) ?? 0) + after.get(sample)! - (before.get(sample) ?? 0));
+      }
+      const buckets = [...callsByBound].map(([le, calls]) => ({ le, calls })).sort((a, b) => a.le - b.le);
       const p99Bucket = buckets.find((bucket) => bucket.calls >= 0.99 * count);
-      steps[step] = { meanMs: (grown('svc_metering_step_seconds_sum', label) * 1000) / count, p99AtMostMs: (p99Bucket?.le ?? Number.POSITIVE_INFINITY) * 1000 };
+      return { meanMs: (grown(`${metric}_sum`, label) * 1000) / count, p99AtMostMs: (p99Bucket?.le ?? Number.POSITIVE_INFINITY) * 1000 };
+    };
+    const steps: ApiRunFigures['steps'] = {};
+    // The whole of each request inside the API, from its first middleware to the response's end:
+    // the measured runs send nothing but POSTs.
+    const request = histogram('http_request_duration_seconds', 'method="POST"');
+    if (request) steps.request = request;
+    for (const step of ['rate_limit', 'reserve', 'settle']) {
+      const figures = histogram('svc_metering_step_seconds', `step="${step}"`);
+      if (figures) steps[step] = figures;
     }
     return {
       loopDelayP99Ms: p99 * 1000 - MONITOR_RESOLUTION_MS,
