@@ -91,6 +91,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'postgres cpu ms/req': measured.postgresCpuMsPerRequest?.toFixed(3) ?? 'n/a',
       'redis cpu ms/req': measured.redisCpuMsPerRequest?.toFixed(3) ?? 'n/a',
       'send lag p99 ms': measured.sendLagP99?.toFixed(2) ?? 'n/a',
+      'generator cpu ms/req': measured.generatorCpuMsPerRequest?.toFixed(3) ?? 'n/a',
     });
     console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
     console.table([row('metered call', result), row('bare node:http (floor)', floor), row('floor + Redis + 2 PostgreSQL round trips', roundTrips), row('floor + Redis round trip', redisOnly)]);

@@ -4,21 +4,20 @@
 // runtime's own costs (its event loop, its garbage collector, its HTTP client) on a 2-core machine
 // and adds them to every latency it reports. Requests leave at their scheduled times whatever the
 // responses do, and each latency counts from the scheduled send, so a server that queues cannot
-// hide it (no coordinated omission). Standard library only.
+// hide it (no coordinated omission).
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"io"
-	"net/http"
 	"os"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 type header []string
@@ -39,9 +38,12 @@ type summary struct {
 	// How late the generator itself sent: the send time minus the scheduled time. It is part of
 	// every latency above (which counts from the schedule), so a floor figure can be read apart
 	// from the generator's own timer slack and scheduling on a busy machine.
-	SendLagP50   float64 `json:"send_lag_p50_ms"`
-	SendLagP99   float64 `json:"send_lag_p99_ms"`
-	ExpectStatus int     `json:"expect_status"`
+	SendLagP50 float64 `json:"send_lag_p50_ms"`
+	SendLagP99 float64 `json:"send_lag_p99_ms"`
+	// The generator's own CPU time per request (-1 where unknown): on a 2-core machine every
+	// millisecond of it is one the server could not have.
+	CpuMsPerRequest float64 `json:"cpu_ms_per_request"`
+	ExpectStatus    int     `json:"expect_status"`
 }
 
 func main() {
@@ -56,9 +58,28 @@ func main() {
 	flag.Var(&headers, "header", "a request header, name: value (repeatable)")
 	flag.Parse()
 
-	// A bounded pool, as a gateway's clients keep: an overloaded server then shows as queueing in
-	// the latencies rather than as a storm of new connections.
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: *connections, MaxIdleConnsPerHost: *connections, DisableCompression: true}, Timeout: 60 * time.Second}
+	// One request built once and copied per send. fasthttp's client takes about a third less CPU a
+	// request than net/http's (its connection pool hands a connection to the sending goroutine
+	// itself, with no reader and writer goroutine per connection), and every bit of the
+	// generator's CPU is taken from the two cores the server under test runs on. The pool is
+	// bounded, as a gateway's clients keep: an overloaded server then shows as queueing in the
+	// latencies rather than as a storm of new connections.
+	template := fasthttp.AcquireRequest()
+	template.SetRequestURI(*url)
+	template.Header.SetMethod(*method)
+	for _, h := range headers {
+		if name, value, ok := strings.Cut(h, ":"); ok {
+			template.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+	}
+	template.SetBodyString(*body)
+	client := &fasthttp.HostClient{
+		Addr:               string(template.Host()),
+		MaxConns:           *connections,
+		MaxConnWaitTimeout: 60 * time.Second,
+		ReadTimeout:        60 * time.Second,
+		WriteTimeout:       60 * time.Second,
+	}
 	total := int(float64(*rate) * *seconds)
 	interval := time.Duration(float64(time.Second) / float64(*rate))
 	latencies := make([]float64, 0, total)
@@ -76,19 +97,14 @@ func main() {
 		wg.Add(1)
 		go func(due time.Time) {
 			defer wg.Done()
-			request, _ := http.NewRequest(*method, *url, bytes.NewBufferString(*body))
-			for _, h := range headers {
-				if name, value, ok := strings.Cut(h, ":"); ok {
-					request.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
-				}
-			}
+			request := fasthttp.AcquireRequest()
+			template.CopyTo(request)
+			response := fasthttp.AcquireResponse()
 			sendLag := float64(time.Since(due).Microseconds()) / 1000
-			response, err := client.Do(request)
-			ok := err == nil && response.StatusCode == *expect
-			if err == nil {
-				io.Copy(io.Discard, response.Body)
-				response.Body.Close()
-			}
+			err := client.Do(request, response)
+			ok := err == nil && response.StatusCode() == *expect
+			fasthttp.ReleaseRequest(request)
+			fasthttp.ReleaseResponse(response)
 			elapsed := float64(time.Since(due).Microseconds()) / 1000
 			mu.Lock()
 			latencies = append(latencies, elapsed)
@@ -109,6 +125,11 @@ func main() {
 	if len(latencies) > 0 {
 		out.P50, out.P90, out.P99, out.P999, out.Max = at(latencies, 0.5), at(latencies, 0.9), at(latencies, 0.99), at(latencies, 0.999), latencies[len(latencies)-1]
 		out.SendLagP50, out.SendLagP99 = at(sendLags, 0.5), at(sendLags, 0.99)
+	}
+	if used := cpuMs(); used >= 0 && len(latencies) > 0 {
+		out.CpuMsPerRequest = used / float64(len(latencies))
+	} else {
+		out.CpuMsPerRequest = -1
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
 }

@@ -34,6 +34,8 @@ export interface LoadResult {
    */
   sendLagP50: number | undefined;
   sendLagP99: number | undefined;
+  /** CPU time the load generator itself used per request, in milliseconds (Go generator on Linux). */
+  generatorCpuMsPerRequest: number | undefined;
   /** The share of the machine's CPU time its hypervisor took during the run (Linux's "steal"); undefined off Linux. */
   stealPercent: number | undefined;
   /**
@@ -138,6 +140,7 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
       max: summary.max_ms!,
       sendLagP50: summary.send_lag_p50_ms,
       sendLagP99: summary.send_lag_p99_ms,
+      generatorCpuMsPerRequest: summary.cpu_ms_per_request! >= 0 ? summary.cpu_ms_per_request : undefined,
     };
   }
   const pool = new Pool(target.origin, { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
@@ -161,6 +164,7 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
       max: sorted.at(-1) ?? Number.NaN,
       sendLagP50: undefined,
       sendLagP99: undefined,
+      generatorCpuMsPerRequest: undefined,
     };
   } finally {
     await pool.close();
