@@ -3,7 +3,8 @@
  * the same three sequential inter-process round trips a metered call makes (a Lua script in
  * Redis, then two statements in PostgreSQL), each doing no work. What it takes is what the
  * machine charges for the round trips alone, before any authentication, limits or ledger.
- * Under REDIS_ONLY_PATH it makes only the first: a busy payer's call on a quota grant.
+ * Under REDIS_ONLY_PATH it makes only the first, all a busy payer's call on a quota grant made
+ * before blocks of requests (a busy caller's call on a grant and a block now makes none).
  */
 import http from 'node:http';
 import { Redis } from 'ioredis';
