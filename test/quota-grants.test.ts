@@ -200,3 +200,27 @@ describe('a grant retired while one of its charges is on its way', () => {
     expect(await books(developer.accountId)).toMatchObject({ reserved: 0, usage: 10, balance: 10_000_000 - 10 * 700, ledger: 10_000_000 - 10 * 700 });
   });
 });
+
+describe('a grant with a call still running when its process closes', () => {
+  it('waits for the call to settle, charges it and releases the rest before the pool closes', async () => {
+    const developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
+    const grants = new QuotaGrants(gateway.platform.db, gateway.platform.config, gateway.platform.logger);
+    grants.start();
+    try {
+      const { rows } = await gateway.platform.db.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
+      const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
+      let running: ReturnType<QuotaGrants['take']>;
+      await expect.poll(() => (running = grants.take(payer, 1_000)) !== undefined, { timeout: 10_000 }).toBe(true);
+      const order: string[] = [];
+      const closing = grants.close().then(() => order.push('closed'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      grants.settle(running!, { costMicros: 400, billableMicros: 400, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
+      order.push('settled');
+      await closing;
+      expect(order).toEqual(['settled', 'closed']);
+    } finally {
+      await grants.close();
+    }
+    expect(await books(developer.accountId)).toMatchObject({ reserved: 0, usage: 1, balance: 10_000_000 - 400 });
+  });
+});

@@ -46,6 +46,8 @@ const MIN_GRANT_CALLS = 16;
 const DECLINED_BACKOFF_MS = 1_000;
 /** Charges a retiring grant tries before giving up on its last calls (about 25 s in all). */
 const FINISH_ATTEMPTS = 8;
+/** How long close() waits for calls still running on a grant to settle. */
+const CLOSE_WAIT_MS = 10_000;
 const AUTH_GENERATION_CHANNEL = 'svc_auth_generation';
 
 /** Who pays a call, as far as a grant is concerned. */
@@ -195,6 +197,12 @@ export class QuotaGrants {
     // A grant whose opening was under way is retired as it opens (no one listens now), and joins `live`.
     await Promise.all(this.opening.values());
     for (const grant of this.live) this.retire(grant);
+    // A call still running finishes its grant when it settles: a stream the server cut at shutdown
+    // settles as it unwinds. Its charge needs the pool this process closes next, so wait (bounded).
+    const deadline = Date.now() + CLOSE_WAIT_MS;
+    while ([...this.live].some((grant) => grant.finished === undefined) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, FLUSH_MS / 10));
+    }
     await Promise.all([...this.live].map((grant) => grant.finished));
   }
 
