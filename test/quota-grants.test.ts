@@ -159,12 +159,28 @@ describe('a payer near the end of its money', () => {
   });
 });
 
+/**
+ * A QuotaGrants of its own over `db`, with a developer to pay and a grant of it open: `hold` is a
+ * call reserved on that grant, still running. Its own instance, so a test can close it.
+ */
+async function grantHeldFor(db: Db) {
+  const developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
+  const grants = new QuotaGrants(db, gateway.platform.config, gateway.platform.logger);
+  grants.start();
+  const { rows } = await gateway.platform.db.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
+  const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
+  // Demand opens a grant once the instance listens for auth changes.
+  let hold: ReturnType<QuotaGrants['take']>;
+  await expect.poll(() => (hold = grants.take(payer, 1_000)) !== undefined, { timeout: 10_000 }).toBe(true);
+  return { developer, grants, payer, hold: hold! };
+}
+
+const settlement = (costMicros: number) => ({ costMicros, billableMicros: costMicros, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
+
 describe('a grant retired while one of its charges is on its way', () => {
   it('waits for that charge before giving back the rest: every settled call charged once, nothing left reserved', async () => {
-    const developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
     // The same PostgreSQL, with each bulk charge held back on its way, so the grant retires while one is.
-    const pool = gateway.platform.db;
-    const slowCharges = new Proxy(pool, {
+    const slowCharges = new Proxy(gateway.platform.db, {
       get(target, name) {
         if (name !== 'query') return Reflect.get(target, name);
         return async (query: { name?: string }, ...rest: unknown[]) => {
@@ -173,22 +189,10 @@ describe('a grant retired while one of its charges is on its way', () => {
         };
       },
     }) as Db;
-    const grants = new QuotaGrants(slowCharges, gateway.platform.config, gateway.platform.logger);
-    grants.start();
+    const { developer, grants, payer, hold } = await grantHeldFor(slowCharges);
     try {
-      const { rows } = await pool.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
-      const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
-      // Demand opens a grant once this process listens for auth changes.
-      const takesFromGrant = () => {
-        const hold = grants.take(payer, 1_000);
-        if (hold) grants.release(hold);
-        return hold !== undefined;
-      };
-      await expect.poll(takesFromGrant, { timeout: 10_000 }).toBe(true);
-      for (let i = 0; i < 10; i++) {
-        const hold = grants.take(payer, 1_000)!;
-        grants.settle(hold, { costMicros: 700, billableMicros: 700, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
-      }
+      grants.settle(hold, settlement(700));
+      for (let i = 0; i < 9; i++) grants.settle(grants.take(payer, 1_000)!, settlement(700));
       const order: string[] = [];
       const charging = grants.flush().then(() => order.push('charged'));
       await grants.close().then(() => order.push('closed'));
@@ -203,18 +207,12 @@ describe('a grant retired while one of its charges is on its way', () => {
 
 describe('a grant with a call still running when its process closes', () => {
   it('waits for the call to settle, charges it and releases the rest before the pool closes', async () => {
-    const developer = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
-    const grants = new QuotaGrants(gateway.platform.db, gateway.platform.config, gateway.platform.logger);
-    grants.start();
+    const { developer, grants, hold } = await grantHeldFor(gateway.platform.db);
     try {
-      const { rows } = await gateway.platform.db.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
-      const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
-      let running: ReturnType<QuotaGrants['take']>;
-      await expect.poll(() => (running = grants.take(payer, 1_000)) !== undefined, { timeout: 10_000 }).toBe(true);
       const order: string[] = [];
       const closing = grants.close().then(() => order.push('closed'));
       await new Promise((resolve) => setTimeout(resolve, 200));
-      grants.settle(running!, { costMicros: 400, billableMicros: 400, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
+      grants.settle(hold, settlement(400));
       order.push('settled');
       await closing;
       expect(order).toEqual(['settled', 'closed']);
