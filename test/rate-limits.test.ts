@@ -85,20 +85,21 @@ describe('edge and provisioning layers', () => {
   });
 });
 
+/** A layer of the limiter's own tests: a request layer with cost 1, a token layer with cost 0 and countsRequests false. */
+const layer = (key: string, limit: number, cost: number, countsRequests = true): LimitLayer => ({
+  key,
+  limit,
+  cost,
+  code: 'customer_rate_limit_exceeded',
+  countsRequests,
+});
+
 describe('the sliding-window limiter', () => {
   let gateway: TestPlatform;
   beforeAll(async () => {
     gateway = await startTestPlatform();
   });
   afterAll(() => gateway?.close());
-
-  const layer = (key: string, limit: number, cost: number, countsRequests = true): LimitLayer => ({
-    key,
-    limit,
-    cost,
-    code: 'customer_rate_limit_exceeded',
-    countsRequests,
-  });
 
   it('checks a token layer with cost 0 and charges the tokens used afterwards', async () => {
     const { limiter } = gateway.platform;
@@ -187,8 +188,8 @@ describe('blocks of requests for a busy caller', () => {
   });
   afterAll(() => gateway?.close());
 
-  const requests = (key: string, limit: number): LimitLayer => ({ key, limit, cost: 1, code: 'customer_rate_limit_exceeded', countsRequests: true });
-  const tokens = (key: string, limit: number): LimitLayer => ({ key, limit, cost: 0, code: 'customer_rate_limit_exceeded', countsRequests: false });
+  const requests = (key: string, limit: number) => layer(key, limit, 1);
+  const tokens = (key: string, limit: number) => layer(key, limit, 0, false);
   const limiterWithBlocks = () => new RateLimiter(gateway.platform.redis, gateway.platform.config.REDIS_KEY_PREFIX, { blockMinRate: 50 });
   const counted = async (key: string) => Number(await gateway.platform.redis.hget(`${gateway.platform.config.REDIS_KEY_PREFIX}:rl:${key}`, 'sum'));
 
