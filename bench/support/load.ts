@@ -76,19 +76,28 @@ export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, se
 /** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every common Linux build. */
 const USER_HZ = 100;
 
-/** CPU time (user and system) a process has used so far, in milliseconds; undefined off Linux. */
-function processCpuMs(pid: number): number | undefined {
+/**
+ * CPU time (user and system) a process has used so far, in milliseconds; undefined off Linux. With
+ * `reapedChildren`, the time of its children that have ended is added too.
+ */
+function processCpuMs(pid: number, reapedChildren = false): number | undefined {
   try {
-    // Fields after the parenthesised command name, which may itself hold spaces: utime and stime are the 12th and 13th.
+    // Fields after the parenthesised command name, which may itself hold spaces: utime and stime are the
+    // 12th and 13th, cutime and cstime (children waited for) the 14th and 15th.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const ticks = fields[11]! + fields[12]! + (reapedChildren ? fields[13]! + fields[14]! : 0);
+    return (ticks * 1000) / USER_HZ;
   } catch {
     return undefined;
   }
 }
 
-/** CPU time used so far by every process whose command name is `command`; undefined off Linux. */
+/**
+ * CPU time used so far by every process whose command name is `command`; undefined off Linux. A
+ * PostgreSQL backend that ends during a run takes its time out of the live processes' sum, but adds
+ * it to the postmaster's reaped children, so that is counted too and the total never goes back.
+ */
 function commandCpuMs(command: string): number | undefined {
   let pids: string[];
   try {
@@ -99,7 +108,7 @@ function commandCpuMs(command: string): number | undefined {
   let total = 0;
   for (const pid of pids) {
     try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command) total += processCpuMs(Number(pid)) ?? 0;
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command) total += processCpuMs(Number(pid), true) ?? 0;
     } catch {
       // the process ended meanwhile
     }
