@@ -5,7 +5,9 @@
  * time, so a slow server cannot hide its queueing (no coordinated omission).
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createCustomer } from '../shared/customers/customers.js';
 import type { Config } from '../shared/config.js';
@@ -16,12 +18,15 @@ import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
+import { tailBreakdown } from './support/tail.js';
 
 export interface HotPathOptions {
   databaseUrl: string;
   ratePerSecond: number;
   seconds: number;
   warmupSeconds: number;
+  /** Also trace the metered run and print where its slowest 1 % of calls spent their time (bench/support/tail.ts). */
+  tail: boolean;
 }
 
 export async function runHotPathBench(base: Config, options: HotPathOptions): Promise<void> {
@@ -32,6 +37,8 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   await db.end();
 
   const port = await freePort();
+  const traceDirectory = options.tail ? mkdtempSync(path.join(tmpdir(), 'hot-path-tail-')) : undefined;
+  const trace = traceDirectory === undefined ? undefined : { generator: path.join(traceDirectory, 'generator.txt'), api: path.join(traceDirectory, 'api.txt') };
   // BENCH_API_STDOUT names a file that gets what the API prints (a trace flag's output, say).
   const api = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'bench/support/bench-server.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -41,6 +48,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       API_PORT: String(port),
       LOG_LEVEL: 'warn',
       REDIS_KEY_PREFIX: `svc-bench-${process.pid}`,
+      ...(trace && { BENCH_TRACE_FILE: trace.api }),
       EDGE_RPM_LIMIT: '100000000',
       DEVELOPER_RPM_LIMIT: '100000000',
       DEVELOPER_TPM_LIMIT: '2000000000',
@@ -66,7 +74,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   try {
     await openLoopLoad(target, options.ratePerSecond, options.warmupSeconds);
     const apiFigures = await watchApiMetrics(origin);
-    const result = await openLoopLoad(target, options.ratePerSecond, options.seconds, api.pid);
+    const result = await openLoopLoad(target, options.ratePerSecond, options.seconds, api.pid, trace?.generator);
     const inside = await apiFigures();
     // The same load against a bare node:http server: the part of each figure the machine itself takes.
     const floor = await openLoopLoad(floorTarget, options.ratePerSecond, Math.min(options.seconds, 10), floorServer.pid);
@@ -107,4 +115,33 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
     await stopChild(roundTripFloor);
     await stopChild(api);
   }
+  // The API writes its side of the trace as it stops.
+  if (trace) {
+    const breakdown = existsSync(trace.generator) && existsSync(trace.api) ? tailBreakdown(trace.generator, trace.api, 0.99) : undefined;
+    rmSync(traceDirectory!, { recursive: true, force: true });
+    if (!breakdown) {
+      console.log('where the slowest calls spent their time: no trace (only the Go load generator writes one)');
+      return;
+    }
+    const row = (name: string, part: typeof breakdown.all) => ({
+      calls: name,
+      count: part.requests,
+      'late send ms': part.lateSendMs.toFixed(2),
+      'to the API ms': part.toApiMs.toFixed(2),
+      'inside the API ms': part.insideApiMs.toFixed(2),
+      'back ms': part.backMs.toFixed(2),
+      'late send >1 ms': percent(part.lateSendOver1ms),
+      'to the API >1 ms': percent(part.toApiOver1ms),
+      'inside >1 ms': percent(part.insideApiOver1ms),
+      'back >1 ms': percent(part.backOver1ms),
+      'during a collection': percent(part.duringCollection),
+    });
+    console.log(
+      'where the metered calls spent their time (means): the generator sending late, the way to the API\'s handler ' +
+        '(the kernel, the API waiting for a core or for its event loop), the API\'s own handling, and the way back',
+    );
+    console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
+  }
 }
+
+const percent = (share: number) => `${(share * 100).toFixed(0)} %`;

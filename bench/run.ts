@@ -78,6 +78,7 @@ if (runs('hot-path')) {
     ratePerSecond: Number(process.env.BENCH_RATE ?? 1000),
     seconds: Number(process.env.BENCH_HOT_SECONDS ?? 20),
     warmupSeconds: 5,
+    tail: process.env.BENCH_TAIL === '1',
   });
 }
 

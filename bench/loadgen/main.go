@@ -10,6 +10,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"runtime"
 	"sort"
@@ -56,6 +57,11 @@ func main() {
 	connections := flag.Int("connections", 256, "most connections open at once; requests beyond them queue (and their wait counts)")
 	var headers header
 	flag.Var(&headers, "header", "a request header, name: value (repeatable)")
+	// With -trace, each request carries X-Request-Id lg-<scheduled send, Unix microseconds>, which
+	// the API echoes and can log, and the file gets one line a request: that id, the send lag and
+	// the latency in milliseconds. bench/support/tail.ts lines the two up to show where a slow
+	// request's time went.
+	trace := flag.String("trace", "", "file to write each request's id, send lag and latency to")
 	flag.Parse()
 
 	// One request built once and copied per send. fasthttp's client takes about a third less CPU a
@@ -85,11 +91,16 @@ func main() {
 	latencies := make([]float64, 0, total)
 	sendLags := make([]float64, 0, total)
 	failures := 0
+	var traced []string
+	if *trace != "" {
+		traced = make([]string, 0, total)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 
 	// The schedule runs on its own OS thread, which sleepUntil may block in the kernel.
 	runtime.LockOSThread()
+	out := summary{Offered: *rate, ExpectStatus: *expect}
 	start := time.Now()
 	for i := 0; i < total; i++ {
 		due := start.Add(time.Duration(i) * interval)
@@ -99,6 +110,11 @@ func main() {
 			defer wg.Done()
 			request := fasthttp.AcquireRequest()
 			template.CopyTo(request)
+			id := ""
+			if traced != nil {
+				id = fmt.Sprintf("lg-%d", due.UnixMicro())
+				request.Header.Set("X-Request-Id", id)
+			}
 			response := fasthttp.AcquireResponse()
 			sendLag := float64(time.Since(due).Microseconds()) / 1000
 			err := client.Do(request, response)
@@ -109,6 +125,9 @@ func main() {
 			mu.Lock()
 			latencies = append(latencies, elapsed)
 			sendLags = append(sendLags, sendLag)
+			if traced != nil {
+				traced = append(traced, fmt.Sprintf("%s %.3f %.3f", id, sendLag, elapsed))
+			}
 			if !ok {
 				failures++
 			}
@@ -117,11 +136,17 @@ func main() {
 	}
 	wg.Wait()
 	wall := time.Since(start).Seconds()
+	if traced != nil {
+		if err := os.WriteFile(*trace, []byte(strings.Join(traced, "\n")+"\n"), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 
 	sort.Float64s(latencies)
 	sort.Float64s(sendLags)
 	at := func(values []float64, q float64) float64 { return values[int(q*float64(len(values)-1))] }
-	out := summary{Offered: *rate, Sustained: float64(len(latencies)) / wall, Requests: len(latencies), Failures: failures, ExpectStatus: *expect}
+	out.Sustained, out.Requests, out.Failures = float64(len(latencies))/wall, len(latencies), failures
 	if len(latencies) > 0 {
 		out.P50, out.P90, out.P99, out.P999, out.Max = at(latencies, 0.5), at(latencies, 0.9), at(latencies, 0.99), at(latencies, 0.999), latencies[len(latencies)-1]
 		out.SendLagP50, out.SendLagP99 = at(sendLags, 0.5), at(sendLags, 0.99)

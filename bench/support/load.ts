@@ -57,12 +57,13 @@ export interface LoadResult {
  * a generator in Node would share the Node runtime's costs on this 2-core machine and add its
  * own event-loop and GC pauses to every latency (a bare node:http server measured p99 7-13 ms
  * at 1,000/s with it, 2.3 ms with the Go one). BENCH_LOADGEN=node, or a machine without Go,
- * uses the in-process generator instead.
+ * uses the in-process generator instead. With `traceFile` (Go generator only), each request's id,
+ * send lag and latency go to that file (bench/support/tail.ts).
  */
-export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number, serverPid?: number): Promise<LoadResult> {
+export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number, serverPid?: number, traceFile?: string): Promise<LoadResult> {
   const before = cpuTimes();
   const usedBefore = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
-  const result = await generate(target, ratePerSecond, seconds);
+  const result = await generate(target, ratePerSecond, seconds, traceFile);
   const usedAfter = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
   const after = cpuTimes();
   const stealPercent = before && after ? (100 * (after.steal - before.steal)) / Math.max(1, after.total - before.total) : undefined;
@@ -130,11 +131,12 @@ function cpuTimes(): { steal: number; total: number } | undefined {
   }
 }
 
-async function generate(target: LoadTarget, ratePerSecond: number, seconds: number): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest' | 'postgresCpuMsPerRequest' | 'redisCpuMsPerRequest'>> {
+async function generate(target: LoadTarget, ratePerSecond: number, seconds: number, traceFile?: string): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest' | 'postgresCpuMsPerRequest' | 'redisCpuMsPerRequest'>> {
   const binary = process.env.BENCH_LOADGEN === 'node' ? undefined : await goLoadgen();
   if (binary) {
     const args = ['-url', `${target.origin}${target.path}`, '-method', 'POST', '-body', target.body, '-rate', String(ratePerSecond), '-seconds', String(seconds)];
     for (const [name, value] of Object.entries(target.headers)) args.push('-header', `${name}: ${value}`);
+    if (traceFile) args.push('-trace', traceFile);
     const { stdout } = await run(binary, args, { maxBuffer: 1 << 20 });
     const summary = JSON.parse(stdout) as Record<string, number>;
     return {
