@@ -45,6 +45,8 @@ type summary struct {
 	// millisecond of it is one the server could not have.
 	CpuMsPerRequest float64 `json:"cpu_ms_per_request"`
 	ExpectStatus    int     `json:"expect_status"`
+	// Whether the generator ran in the real-time class (joinRealtimeClass); it needs CAP_SYS_NICE.
+	Realtime bool `json:"realtime"`
 }
 
 func main() {
@@ -100,7 +102,8 @@ func main() {
 
 	// The schedule runs on its own OS thread, which sleepUntil may block in the kernel.
 	runtime.LockOSThread()
-	out := summary{Offered: *rate, ExpectStatus: *expect}
+	// Threads the runtime starts from here on inherit the class of the one starting them.
+	out := summary{Offered: *rate, ExpectStatus: *expect, Realtime: joinRealtimeClass()}
 	start := time.Now()
 	for i := 0; i < total; i++ {
 		due := start.Add(time.Duration(i) * interval)

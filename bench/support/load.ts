@@ -18,7 +18,8 @@ export interface LoadTarget {
 
 /** What an open-loop run measured, in milliseconds from each scheduled send. */
 export interface LoadResult {
-  generator: 'go' | 'node';
+  /** Which generator sent the load, and for the Go one whether it ran in the real-time class (bench/loadgen/pace_linux.go). */
+  generator: 'go' | 'go (real-time class)' | 'node';
   sustainedPerSecond: number;
   requests: number;
   failures: number;
@@ -138,9 +139,9 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
     for (const [name, value] of Object.entries(target.headers)) args.push('-header', `${name}: ${value}`);
     if (traceFile) args.push('-trace', traceFile);
     const { stdout } = await run(binary, args, { maxBuffer: 1 << 20 });
-    const summary = JSON.parse(stdout) as Record<string, number>;
+    const summary = JSON.parse(stdout) as Record<string, number> & { realtime?: boolean };
     return {
-      generator: 'go',
+      generator: summary.realtime ? 'go (real-time class)' : 'go',
       sustainedPerSecond: summary.sustained_per_second!,
       requests: summary.requests!,
       failures: summary.failures!,
