@@ -87,9 +87,10 @@ if (runs('gateway')) {
   await runGatewayOverheadBench({
     databaseUrl: benchDatabase.toString(),
     rates: (process.env.BENCH_GATEWAY_RATES ?? '200,500,1000').split(',').map(Number),
-    sweepRates: (process.env.BENCH_GATEWAY_SWEEP ?? '25,50,100,150,200,300').split(',').map(Number),
+    sweepRates: (process.env.BENCH_GATEWAY_SWEEP ?? '100,200,300,400,500,700,1000').split(',').map(Number),
     sweepSeconds: Number(process.env.BENCH_GATEWAY_SWEEP_SECONDS ?? 5),
     seconds: Number(process.env.BENCH_GATEWAY_SECONDS ?? 10),
+    firstByteRounds: Number(process.env.BENCH_FIRST_BYTE_ROUNDS ?? 1000),
   });
 }
 
