@@ -18,7 +18,7 @@ import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
-import { tailBreakdown } from './support/tail.js';
+import { tailBreakdown, type TailBreakdown } from './support/tail.js';
 
 export interface HotPathOptions {
   databaseUrl: string;
@@ -119,29 +119,33 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   if (trace) {
     const breakdown = existsSync(trace.generator) && existsSync(trace.api) ? tailBreakdown(trace.generator, trace.api, 0.99) : undefined;
     rmSync(traceDirectory!, { recursive: true, force: true });
-    if (!breakdown) {
-      console.log('where the slowest calls spent their time: no trace (only the Go load generator writes one)');
-      return;
-    }
-    const row = (name: string, part: typeof breakdown.all) => ({
-      calls: name,
-      count: part.requests,
-      'late send ms': part.lateSendMs.toFixed(2),
-      'to the API ms': part.toApiMs.toFixed(2),
-      'inside the API ms': part.insideApiMs.toFixed(2),
-      'back ms': part.backMs.toFixed(2),
-      'late send >1 ms': percent(part.lateSendOver1ms),
-      'to the API >1 ms': percent(part.toApiOver1ms),
-      'inside >1 ms': percent(part.insideApiOver1ms),
-      'back >1 ms': percent(part.backOver1ms),
-      'during a collection': percent(part.duringCollection),
-    });
-    console.log(
-      'where the metered calls spent their time (means): the generator sending late, the way to the API\'s handler ' +
-        '(the kernel, the API waiting for a core or for its event loop), the API\'s own handling, and the way back',
-    );
-    console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
+    printTailBreakdown(breakdown);
   }
+}
+
+function printTailBreakdown(breakdown: ReturnType<typeof tailBreakdown>): void {
+  if (!breakdown) {
+    console.log('where the slowest calls spent their time: no trace (only the Go load generator writes one)');
+    return;
+  }
+  const row = (calls: string, part: TailBreakdown) => ({
+    calls,
+    count: part.requests,
+    'late send ms': part.lateSendMs.toFixed(2),
+    'to the API ms': part.toApiMs.toFixed(2),
+    'inside the API ms': part.insideApiMs.toFixed(2),
+    'back ms': part.backMs.toFixed(2),
+    'late send >1 ms': percent(part.lateSendOver1ms),
+    'to the API >1 ms': percent(part.toApiOver1ms),
+    'inside >1 ms': percent(part.insideApiOver1ms),
+    'back >1 ms': percent(part.backOver1ms),
+    'during a collection': percent(part.duringCollection),
+  });
+  console.log(
+    "where the metered calls spent their time (means): the generator sending late, the way to the API's handler " +
+      "(the kernel, the API waiting for a core or for its event loop), the API's own handling, and the way back",
+  );
+  console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
 }
 
 const percent = (share: number) => `${(share * 100).toFixed(0)} %`;
