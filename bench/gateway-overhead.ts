@@ -117,6 +117,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
           'gateway cpu ms/req': via.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
           // Where the gateway's own time went: its event loop running late, and the PostgreSQL steps.
           'loop late p99 ms': inside?.loopDelayP99Ms.toFixed(1) ?? 'n/a',
+          // The whole request inside the gateway, and the part of it spent on the upstream call.
+          'request mean ms': inside?.steps.request?.meanMs.toFixed(2) ?? 'n/a',
+          'upstream mean ms': inside?.steps.upstream?.meanMs.toFixed(2) ?? 'n/a',
           'reserve mean ms': inside?.steps.reserve?.meanMs.toFixed(2) ?? 'n/a',
           'settle mean ms': inside?.steps.settle?.meanMs.toFixed(2) ?? 'n/a',
           'cpu steal %': via.stealPercent?.toFixed(0) ?? 'n/a',

@@ -4,7 +4,7 @@
  * prom-client's event-loop histogram (perf_hooks.monitorEventLoopDelay) restarts at every scrape
  * and the other histograms only grow, so a scrape before the run and one after it give the run's
  * own figures. A latency tail the event loop also shows was spent inside the API process; one the
- * reserve or settle step shows was spent waiting on PostgreSQL.
+ * reserve or settle step shows was spent waiting on PostgreSQL, and the upstream step the provider.
  */
 export interface ApiRunFigures {
   /** How late the loop's timers ran beyond their interval, p99 and max. */
@@ -14,7 +14,7 @@ export interface ApiRunFigures {
   gcCount: number;
   gcPauseMs: number;
   /**
-   * The whole request inside the API (`request`) and each governance step (rate_limit, reserve,
+   * The whole request inside the API (`request`) and each metering step (rate_limit, reserve, upstream,
    * settle): mean, and the histogram bucket p99 falls in.
    */
   steps: Record<string, { meanMs: number; p99AtMostMs: number }>;
@@ -57,7 +57,7 @@ export async function watchApiMetrics(origin: string): Promise<() => Promise<Api
     // the measured runs send nothing but POSTs.
     const request = histogram('http_request_duration_seconds', 'method="POST"');
     if (request) steps.request = request;
-    for (const step of ['rate_limit', 'reserve', 'settle']) {
+    for (const step of ['rate_limit', 'reserve', 'upstream', 'settle']) {
       const figures = histogram('svc_metering_step_seconds', `step="${step}"`);
       if (figures) steps[step] = figures;
     }

@@ -61,7 +61,7 @@ export async function runMeteredCall<T>(
   call = current;
   let outcome: UpstreamOutcome<T>;
   try {
-    outcome = await execute();
+    outcome = await platform.meteringTimings.time('upstream', execute());
   } catch (error) {
     await releaseCall(platform, hold);
     throw error;
