@@ -16,7 +16,7 @@ import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
-import { openLoopLoad, type LoadTarget } from './support/load.js';
+import { openLoopLoad, quantile, type LoadTarget } from './support/load.js';
 
 export interface OverheadOptions {
   databaseUrl: string;
@@ -31,7 +31,6 @@ export interface OverheadOptions {
 
 const FIRST_BYTE_WARMUP_ROUNDS = 20;
 
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 export async function runGatewayOverheadBench(options: OverheadOptions): Promise<void> {
   const emulatorPort = await freePort();
@@ -151,7 +150,12 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     // Time to the first streamed byte, one request at a time. Each round asks the three targets in
     // turn, so whatever the machine does meanwhile falls on all three alike, and the first rounds
     // (a cold payer reserves in PostgreSQL until its quota grant opens) are not counted.
-    const firstByte = async (pool: Pool, path: string, authorization: string, model: string, round: number) => {
+    const firstByteTargets = [
+      { name: 'direct', pool: direct, path: '/openai/v1/chat/completions', authorization: `Bearer ${emulatorKey}`, model: 'gpt-4o-mini', times: [] as number[] },
+      { name: 'bare proxy (floor)', pool: proxied, path: '/openai/v1/chat/completions', authorization: `Bearer ${emulatorKey}`, model: 'gpt-4o-mini', times: [] as number[] },
+      { name: 'gateway', pool: through, path: '/v1/chat/completions', authorization: `Bearer ${key}`, model: 'svc:openai/gpt-4o-mini', times: [] as number[] },
+    ];
+    const firstByte = async ({ pool, path, authorization, model }: (typeof firstByteTargets)[number], round: number) => {
       const started = performance.now();
       const response = await pool.request({ method: 'POST', path, headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: `first byte ${round}` }], stream: true }) });
       let elapsed = Number.NaN;
@@ -162,30 +166,23 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       await response.body.dump().catch(() => undefined);
       return elapsed;
     };
-    const directFirst: number[] = [];
-    const floorFirst: number[] = [];
-    const gatewayFirst: number[] = [];
     for (let round = -FIRST_BYTE_WARMUP_ROUNDS; round < options.firstByteRounds; round++) {
-      const times = [
-        await firstByte(direct, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini', round),
-        await firstByte(proxied, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini', round),
-        await firstByte(through, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini', round),
-      ];
-      if (round < 0) continue;
-      directFirst.push(times[0]!);
-      floorFirst.push(times[1]!);
-      gatewayFirst.push(times[2]!);
+      for (const target of firstByteTargets) {
+        const elapsed = await firstByte(target, round);
+        if (round >= 0) target.times.push(elapsed);
+      }
     }
-    for (const times of [directFirst, floorFirst, gatewayFirst]) times.sort((x, y) => x - y);
-    const firstByteRow = (target: string, times: number[]) => ({
-      target,
-      'p50 ms': quantile(times, 0.5).toFixed(2),
-      'p99 ms': quantile(times, 0.99).toFixed(2),
-      'added p50 ms': times === directFirst ? '' : (quantile(times, 0.5) - quantile(directFirst, 0.5)).toFixed(2),
-      'added p99 ms': times === directFirst ? '' : (quantile(times, 0.99) - quantile(directFirst, 0.99)).toFixed(2),
-    });
+    const [directFirst] = firstByteTargets.map((target) => target.times.sort((x, y) => x - y));
     console.log(`\nstreaming time to first byte: ${options.firstByteRounds} rounds of one request to each target in turn`);
-    console.table([firstByteRow('direct', directFirst), firstByteRow('bare proxy (floor)', floorFirst), firstByteRow('gateway', gatewayFirst)]);
+    console.table(
+      firstByteTargets.map(({ name, times }) => ({
+        target: name,
+        'p50 ms': quantile(times, 0.5).toFixed(2),
+        'p99 ms': quantile(times, 0.99).toFixed(2),
+        'added p50 ms': times === directFirst ? '' : (quantile(times, 0.5) - quantile(directFirst!, 0.5)).toFixed(2),
+        'added p99 ms': times === directFirst ? '' : (quantile(times, 0.99) - quantile(directFirst!, 0.99)).toFixed(2),
+      })),
+    );
   } finally {
     await direct.close();
     await proxied.close();

@@ -18,7 +18,7 @@ import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
-import { tailBreakdown, type TailBreakdown } from './support/tail.js';
+import { PARTS, tailBreakdown, type Part, type TailBreakdown } from './support/tail.js';
 
 export interface HotPathOptions {
   databaseUrl: string;
@@ -128,18 +128,12 @@ function printTailBreakdown(breakdown: ReturnType<typeof tailBreakdown>): void {
     console.log('where the slowest calls spent their time: no trace (only the Go load generator writes one)');
     return;
   }
-  const row = (calls: string, part: TailBreakdown) => ({
+  const row = (calls: string, group: TailBreakdown) => ({
     calls,
-    count: part.requests,
-    'late send ms': part.lateSendMs.toFixed(2),
-    'to the API ms': part.toApiMs.toFixed(2),
-    'inside the API ms': part.insideApiMs.toFixed(2),
-    'back ms': part.backMs.toFixed(2),
-    'late send >1 ms': percent(part.lateSendOver1ms),
-    'to the API >1 ms': percent(part.toApiOver1ms),
-    'inside >1 ms': percent(part.insideApiOver1ms),
-    'back >1 ms': percent(part.backOver1ms),
-    'during a collection': percent(part.duringCollection),
+    count: group.requests,
+    ...Object.fromEntries(PARTS.map((part) => [`${PART_NAMES[part]} ms`, group.parts[part].meanMs.toFixed(2)])),
+    ...Object.fromEntries(PARTS.map((part) => [`${PART_NAMES[part]} >1 ms`, percent(group.parts[part].over1ms)])),
+    'during a collection': percent(group.duringCollection),
   });
   console.log(
     "where the metered calls spent their time (means): the generator sending late, the way to the API's handler " +
@@ -148,4 +142,5 @@ function printTailBreakdown(breakdown: ReturnType<typeof tailBreakdown>): void {
   console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
 }
 
+const PART_NAMES: Record<Part, string> = { lateSend: 'late send', toApi: 'to the API', insideApi: 'inside the API', back: 'back' };
 const percent = (share: number) => `${(share * 100).toFixed(0)} %`;

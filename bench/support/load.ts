@@ -75,6 +75,9 @@ export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, se
   return { ...result, stealPercent, serverCpuMsPerRequest: perRequest('server'), postgresCpuMsPerRequest: perRequest('postgres'), redisCpuMsPerRequest: perRequest('redis') };
 }
 
+/** The value at quantile `q` (0.99 for p99) of ascending `sorted`; NaN when it is empty. */
+export const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+
 /** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every common Linux build. */
 const USER_HZ = 100;
 
@@ -163,7 +166,7 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
       return response.statusCode;
     }, ratePerSecond, seconds);
     const sorted = result.latenciesMs.sort((a, b) => a - b);
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+    const at = (q: number) => quantile(sorted, q);
     return {
       generator: 'node',
       sustainedPerSecond: result.completed / result.elapsedSeconds,

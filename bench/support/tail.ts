@@ -36,19 +36,15 @@ export function recordRequestTimes(server: Server, file: string): { flush(): voi
   };
 }
 
+/** The parts of a traced request's latency, in the order they happen. */
+export const PARTS = ['lateSend', 'toApi', 'insideApi', 'back'] as const;
+export type Part = (typeof PARTS)[number];
+
 export interface TailBreakdown {
   requests: number;
-  /** Mean milliseconds of each part, over the requests at or above the latency quantile. */
-  lateSendMs: number;
-  toApiMs: number;
-  insideApiMs: number;
-  backMs: number;
-  /** Share of those requests in which that part alone took more than 1 ms. */
-  lateSendOver1ms: number;
-  toApiOver1ms: number;
-  insideApiOver1ms: number;
-  backOver1ms: number;
-  /** Share of those requests whose time overlapped a garbage-collection pause. */
+  /** Per part: its mean milliseconds, and the share of the requests in which it alone took more than 1 ms. */
+  parts: Record<Part, { meanMs: number; over1ms: number }>;
+  /** Share of the requests whose time overlapped a garbage-collection pause. */
   duringCollection: number;
 }
 
@@ -64,7 +60,7 @@ export function tailBreakdown(generatorFile: string, apiFile: string, quantile: 
     if (kind === 'request') seenByApi.set(a!, { reached: Number(b), finished: Number(c) });
     else if (kind === 'gc') pauses.push({ start: Number(a), end: Number(a) + Number(b) });
   }
-  const parts: { total: number; lateSend: number; toApi: number; insideApi: number; back: number; duringCollection: boolean }[] = [];
+  const traced: { total: number; parts: Record<Part, number>; duringCollection: boolean }[] = [];
   for (const line of readFileSync(generatorFile, 'utf8').split('\n')) {
     const [id, lag, latency] = line.split(' ');
     const api = id === undefined ? undefined : seenByApi.get(id);
@@ -73,32 +69,25 @@ export function tailBreakdown(generatorFile: string, apiFile: string, quantile: 
     const lateSend = Number(lag);
     const total = Number(latency);
     const returned = due + total * 1000;
-    parts.push({
+    traced.push({
       total,
-      lateSend,
-      toApi: (api.reached - due) / 1000 - lateSend,
-      insideApi: (api.finished - api.reached) / 1000,
-      back: (returned - api.finished) / 1000,
+      parts: {
+        lateSend,
+        toApi: (api.reached - due) / 1000 - lateSend,
+        insideApi: (api.finished - api.reached) / 1000,
+        back: (returned - api.finished) / 1000,
+      },
       duringCollection: pauses.some((pause) => pause.start < returned && pause.end > due),
     });
   }
-  if (parts.length === 0) return undefined;
-  parts.sort((x, y) => x.total - y.total);
-  const summarize = (of: typeof parts): TailBreakdown => {
-    const mean = (pick: (part: (typeof of)[number]) => number) => of.reduce((sum, part) => sum + pick(part), 0) / of.length;
-    const share = (test: (part: (typeof of)[number]) => boolean) => of.filter(test).length / of.length;
-    return {
-      requests: of.length,
-      lateSendMs: mean((part) => part.lateSend),
-      toApiMs: mean((part) => part.toApi),
-      insideApiMs: mean((part) => part.insideApi),
-      backMs: mean((part) => part.back),
-      lateSendOver1ms: share((part) => part.lateSend > 1),
-      toApiOver1ms: share((part) => part.toApi > 1),
-      insideApiOver1ms: share((part) => part.insideApi > 1),
-      backOver1ms: share((part) => part.back > 1),
-      duringCollection: share((part) => part.duringCollection),
-    };
-  };
-  return { slowest: summarize(parts.slice(Math.floor(quantile * parts.length))), all: summarize(parts) };
+  if (traced.length === 0) return undefined;
+  traced.sort((x, y) => x.total - y.total);
+  const summarize = (of: typeof traced): TailBreakdown => ({
+    requests: of.length,
+    parts: Object.fromEntries(
+      PARTS.map((part) => [part, { meanMs: of.reduce((sum, request) => sum + request.parts[part], 0) / of.length, over1ms: of.filter((request) => request.parts[part] > 1).length / of.length }]),
+    ) as TailBreakdown['parts'],
+    duringCollection: of.filter((request) => request.duringCollection).length / of.length,
+  });
+  return { slowest: summarize(traced.slice(Math.floor(quantile * traced.length))), all: summarize(traced) };
 }
