@@ -7,6 +7,9 @@
  * Node hop costs this machine before the gateway does anything.
  */
 import { spawn } from 'node:child_process';
+import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
@@ -17,6 +20,7 @@ import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad, quantile, type LoadTarget } from './support/load.js';
+import { printTailBreakdown, tailBreakdown } from './support/tail.js';
 
 export interface OverheadOptions {
   databaseUrl: string;
@@ -27,6 +31,8 @@ export interface OverheadOptions {
   sweepSeconds: number;
   /** Rounds of the streaming first-byte measurement. */
   firstByteRounds: number;
+  /** Also trace the gateway's runs at `rates` and print where their slowest 1 % spent their time (bench/support/tail.ts). */
+  tail: boolean;
 }
 
 const FIRST_BYTE_WARMUP_ROUNDS = 20;
@@ -44,8 +50,10 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   await db.end();
 
   const gatewayPort = await freePort();
+  const traceDirectory = options.tail ? mkdtempSync(path.join(tmpdir(), 'gateway-tail-')) : undefined;
+  const apiTrace = traceDirectory && path.join(traceDirectory, 'api.txt');
   // BENCH_PROFILE=1 writes the gateway's CPU profile to /tmp/prof (open it in Chrome DevTools).
-  const gateway = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'api/main.ts'], {
+  const gateway = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'bench/support/bench-server.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...process.env,
@@ -58,9 +66,12 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       DEVELOPER_TPM_LIMIT: '2000000000',
       OPENAI_API_KEY: emulatorKey,
       OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+      ...(apiTrace && { BENCH_TRACE_FILE: apiTrace }),
     },
   });
-  gateway.stdout!.resume();
+  // BENCH_API_STDOUT names a file that gets what the gateway prints (a trace flag's output, say).
+  if (process.env.BENCH_API_STDOUT) gateway.stdout!.pipe(createWriteStream(process.env.BENCH_API_STDOUT));
+  else gateway.stdout!.resume();
   const floorProxy = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-proxy.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FLOOR_UPSTREAM: printed.listening } });
   const floorUrl = (await printedJson(floorProxy, 'listening')).listening as string;
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -79,6 +90,8 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   const floorCall = chat(floorUrl, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
   const gatewayCall = chat(gatewayUrl, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
 
+  // The generator's side of the trace of each rate's gateway run (BENCH_TAIL=1).
+  const generatorTraces = new Map<number, string>();
   try {
     await openLoopLoad(directCall, 100, 2);
     await openLoopLoad(floorCall, 100, 2);
@@ -89,14 +102,14 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
      * One rate through the targets: what the gateway added to the direct call at the median and
      * at p99, and (with `withFloor`) what the bare proxy added under the same load.
      */
-    const measure = async (rate: number, seconds: number, withFloor: boolean) => {
+    const measure = async (rate: number, seconds: number, withFloor: boolean, traceFile?: string) => {
       const base = await openLoopLoad(directCall, rate, seconds);
       const floor = withFloor ? await openLoopLoad(floorCall, rate, seconds, floorProxy.pid) : undefined;
       // The gateway sat idle through the runs above, so its payer's quota grant ended: a second at
       // this rate first, as a busy payer would have had (an idle payer's first calls reserve in PostgreSQL).
       await openLoopLoad(gatewayCall, rate, 1);
       const apiFigures = await watchApiMetrics(gatewayUrl);
-      const via = await openLoopLoad(gatewayCall, rate, seconds, gateway.pid);
+      const via = await openLoopLoad(gatewayCall, rate, seconds, gateway.pid, traceFile);
       const inside = await apiFigures();
       gatewayRequests += via.requests;
       generator = via.generator;
@@ -116,6 +129,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
           'gateway cpu ms/req': via.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
           // Where the gateway's own time went: its event loop running late, and the PostgreSQL steps.
           'loop late p99 ms': inside?.loopDelayP99Ms.toFixed(1) ?? 'n/a',
+          // Collections pause the loop: every request arriving or in flight meanwhile waits them out.
+          collections: inside?.gcCount ?? 'n/a',
+          'gc pause ms': inside?.gcPauseMs.toFixed(0) ?? 'n/a',
           // The whole request inside the gateway, and the part of it spent on the upstream call.
           'request mean ms': inside?.steps.request?.meanMs.toFixed(2) ?? 'n/a',
           'upstream mean ms': inside?.steps.upstream?.meanMs.toFixed(2) ?? 'n/a',
@@ -127,7 +143,10 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     };
     const before = await databaseWork(options.databaseUrl);
     const rows = [];
-    for (const rate of options.rates) rows.push((await measure(rate, options.seconds, true)).row);
+    for (const rate of options.rates) {
+      if (traceDirectory) generatorTraces.set(rate, path.join(traceDirectory, `generator-${rate}.txt`));
+      rows.push((await measure(rate, options.seconds, true, generatorTraces.get(rate))).row);
+    }
     console.log(`gateway overhead: non-streaming chat completions, open loop (${generator} load generator), ${options.seconds} s per rate and target`);
     console.table(rows);
     const after = await databaseWork(options.databaseUrl);
@@ -190,6 +209,14 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     await stopChild(floorProxy);
     await stopChild(gateway);
     await stopChild(emulator);
+  }
+  // The gateway writes its side of the trace as it stops.
+  if (traceDirectory) {
+    for (const [rate, generatorTrace] of generatorTraces) {
+      console.log(`\n${rate} req/s:`);
+      printTailBreakdown(existsSync(generatorTrace) && existsSync(apiTrace!) ? tailBreakdown(generatorTrace, apiTrace!, 0.99) : undefined, 'gateway calls');
+    }
+    rmSync(traceDirectory, { recursive: true, force: true });
   }
 }
 

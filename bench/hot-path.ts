@@ -18,7 +18,7 @@ import { printedJson } from './support/child-output.js';
 import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
-import { PARTS, tailBreakdown, type Part, type TailBreakdown } from './support/tail.js';
+import { printTailBreakdown, tailBreakdown } from './support/tail.js';
 
 export interface HotPathOptions {
   databaseUrl: string;
@@ -119,28 +119,6 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   if (trace) {
     const breakdown = existsSync(trace.generator) && existsSync(trace.api) ? tailBreakdown(trace.generator, trace.api, 0.99) : undefined;
     rmSync(traceDirectory!, { recursive: true, force: true });
-    printTailBreakdown(breakdown);
+    printTailBreakdown(breakdown, 'metered calls');
   }
 }
-
-function printTailBreakdown(breakdown: ReturnType<typeof tailBreakdown>): void {
-  if (!breakdown) {
-    console.log('where the slowest calls spent their time: no trace (only the Go load generator writes one)');
-    return;
-  }
-  const row = (calls: string, group: TailBreakdown) => ({
-    calls,
-    count: group.requests,
-    ...Object.fromEntries(PARTS.map((part) => [`${PART_NAMES[part]} ms`, group.parts[part].meanMs.toFixed(2)])),
-    ...Object.fromEntries(PARTS.map((part) => [`${PART_NAMES[part]} >1 ms`, percent(group.parts[part].over1ms)])),
-    'during a collection': percent(group.duringCollection),
-  });
-  console.log(
-    "where the metered calls spent their time (means): the generator sending late, the way to the API's handler " +
-      "(the kernel, the API waiting for a core or for its event loop), the API's own handling, and the way back",
-  );
-  console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
-}
-
-const PART_NAMES: Record<Part, string> = { lateSend: 'late send', toApi: 'to the API', insideApi: 'inside the API', back: 'back' };
-const percent = (share: number) => `${(share * 100).toFixed(0)} %`;

@@ -5,8 +5,12 @@
  * its JavaScript and when its response was finished, and when each garbage collection paused it.
  * Both use the wall clock, so each slow request splits into: the generator sending late, the way
  * to the API's request handler (the kernel, the API's process waiting for a core or its event
- * loop busy with earlier work), the API's own handling, and the way back to the generator.
+ * loop busy with earlier work), the API's own handling, and the way back to the generator. A
+ * gateway's upstream calls (undici's diagnostics channels, tied to the traced request through
+ * its async context) split the API's part into its own work and the time upstream.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import diagnostics from 'node:diagnostics_channel';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
@@ -18,12 +22,32 @@ const wallMicros = (sinceOrigin: number) => Math.round((performance.timeOrigin +
 /** In the API process: keeps the times of traced requests and of collections, and writes them to `file` on `flush()`. */
 export function recordRequestTimes(server: Server, file: string): { flush(): void } {
   const lines: string[] = [];
+  const tracedRequest = new AsyncLocalStorage<{ upstreamMicros: number }>();
   server.prependListener('request', (req, res) => {
     const id = req.headers['x-request-id'];
-    if (typeof id !== 'string' || !TRACED_ID.test(id)) return;
+    if (typeof id !== 'string' || !TRACED_ID.test(id)) {
+      tracedRequest.enterWith(undefined as never);
+      return;
+    }
     const reached = wallMicros(performance.now());
-    res.once('finish', () => lines.push(`request ${id} ${reached} ${wallMicros(performance.now())}`));
+    const traced = { upstreamMicros: 0 };
+    tracedRequest.enterWith(traced);
+    res.once('finish', () => lines.push(`request ${id} ${reached} ${wallMicros(performance.now())} ${traced.upstreamMicros}`));
   });
+  // Each upstream call, from its creation to its body's end (or failure), retries included.
+  const upstreamStarts = new WeakMap<object, { traced: { upstreamMicros: number }; started: number }>();
+  const started = ({ request }: { request: object }) => {
+    const traced = tracedRequest.getStore();
+    if (traced) upstreamStarts.set(request, { traced, started: performance.now() });
+  };
+  const ended = ({ request }: { request: object }) => {
+    const call = upstreamStarts.get(request);
+    if (!call) return;
+    upstreamStarts.delete(request);
+    call.traced.upstreamMicros += Math.round((performance.now() - call.started) * 1000);
+  };
+  const channels = { 'undici:request:create': started, 'undici:request:trailers': ended, 'undici:request:error': ended } as Record<string, (message: never) => void>;
+  for (const [name, listener] of Object.entries(channels)) diagnostics.subscribe(name, listener as (message: unknown) => void);
   const collections = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) lines.push(`gc ${wallMicros(entry.startTime)} ${Math.round(entry.duration * 1000)}`);
   });
@@ -31,13 +55,14 @@ export function recordRequestTimes(server: Server, file: string): { flush(): voi
   return {
     flush() {
       collections.disconnect();
+      for (const [name, listener] of Object.entries(channels)) diagnostics.unsubscribe(name, listener as (message: unknown) => void);
       writeFileSync(file, lines.join('\n') + '\n');
     },
   };
 }
 
-/** The parts of a traced request's latency, in the order they happen. */
-export const PARTS = ['lateSend', 'toApi', 'insideApi', 'back'] as const;
+/** The parts of a traced request's latency, in the order they happen (the upstream calls fall inside the API's part). */
+export const PARTS = ['lateSend', 'toApi', 'insideApi', 'upstream', 'back'] as const;
 export type Part = (typeof PARTS)[number];
 
 export interface TailBreakdown {
@@ -53,11 +78,11 @@ export interface TailBreakdown {
  * them for contrast; undefined when the traces hold no request both sides saw.
  */
 export function tailBreakdown(generatorFile: string, apiFile: string, quantile: number): { slowest: TailBreakdown; all: TailBreakdown } | undefined {
-  const seenByApi = new Map<string, { reached: number; finished: number }>();
+  const seenByApi = new Map<string, { reached: number; finished: number; upstream: number }>();
   const pauses: { start: number; end: number }[] = [];
   for (const line of readFileSync(apiFile, 'utf8').split('\n')) {
-    const [kind, a, b, c] = line.split(' ');
-    if (kind === 'request') seenByApi.set(a!, { reached: Number(b), finished: Number(c) });
+    const [kind, a, b, c, d] = line.split(' ');
+    if (kind === 'request') seenByApi.set(a!, { reached: Number(b), finished: Number(c), upstream: Number(d ?? 0) });
     else if (kind === 'gc') pauses.push({ start: Number(a), end: Number(a) + Number(b) });
   }
   const traced: { total: number; parts: Record<Part, number>; duringCollection: boolean }[] = [];
@@ -74,7 +99,8 @@ export function tailBreakdown(generatorFile: string, apiFile: string, quantile: 
       parts: {
         lateSend,
         toApi: (api.reached - due) / 1000 - lateSend,
-        insideApi: (api.finished - api.reached) / 1000,
+        insideApi: (api.finished - api.reached - api.upstream) / 1000,
+        upstream: api.upstream / 1000,
         back: (returned - api.finished) / 1000,
       },
       duringCollection: pauses.some((pause) => pause.start < returned && pause.end > due),
@@ -91,3 +117,27 @@ export function tailBreakdown(generatorFile: string, apiFile: string, quantile: 
   });
   return { slowest: summarize(traced.slice(Math.floor(quantile * traced.length))), all: summarize(traced) };
 }
+
+/** Prints a breakdown (undefined: there was no trace); the upstream part only when the calls had one. */
+export function printTailBreakdown(breakdown: ReturnType<typeof tailBreakdown>, calls: string): void {
+  if (!breakdown) {
+    console.log(`where the slowest ${calls} spent their time: no trace (only the Go load generator writes one)`);
+    return;
+  }
+  const parts = PARTS.filter((part) => part !== 'upstream' || breakdown.all.parts.upstream.meanMs > 0);
+  const row = (which: string, group: TailBreakdown) => ({
+    calls: which,
+    count: group.requests,
+    ...Object.fromEntries(parts.map((part) => [`${PART_NAMES[part]} ms`, group.parts[part].meanMs.toFixed(2)])),
+    ...Object.fromEntries(parts.map((part) => [`${PART_NAMES[part]} >1 ms`, percent(group.parts[part].over1ms)])),
+    'during a collection': percent(group.duringCollection),
+  });
+  console.log(
+    `where the ${calls} spent their time (means): the generator sending late, the way to the API's handler ` +
+      `(the kernel, the API waiting for a core or for its event loop), the API's own handling${parts.includes('upstream') ? ', its calls upstream' : ''}, and the way back`,
+  );
+  console.table([row('slowest 1 %', breakdown.slowest), row('all', breakdown.all)]);
+}
+
+const PART_NAMES: Record<Part, string> = { lateSend: 'late send', toApi: 'to the API', insideApi: 'inside the API', upstream: 'upstream', back: 'back' };
+const percent = (share: number) => `${(share * 100).toFixed(0)} %`;
