@@ -137,7 +137,9 @@ export async function applyFault(
   context: { faults: FaultRegistry; options: EmulatorOptions; provider: string; model: string | undefined; errorBody: (status: number) => unknown },
 ): Promise<{ proceed: boolean; disconnectAfter?: number; chunkIntervalMs?: number }> {
   const fault = context.faults.take(context.provider, context.model);
-  await sleep(context.options.latencyMs + (fault?.kind === 'latency' ? fault.ms : 0));
+  // No latency means none: even a 0 ms timer would hold every answer until the next timer tick (~1 ms).
+  const latencyMs = context.options.latencyMs + (fault?.kind === 'latency' ? fault.ms : 0);
+  if (latencyMs > 0) await sleep(latencyMs);
   if (!fault || fault.kind === 'latency') return { proceed: true };
   if (fault.kind === 'slow_stream') return { proceed: true, chunkIntervalMs: fault.chunkIntervalMs };
   if (fault.kind === 'timeout') {
