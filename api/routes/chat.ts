@@ -40,8 +40,8 @@ export function chatRoutes(platform: Platform): Router {
       return;
     }
     try {
-      const completion = await completeWithCascade(platform, req, res, call, input, targets);
-      await idempotency.complete(scope, req.body, completion);
+      const body = await completeWithCascade(platform, req, res, call, input, targets);
+      await idempotency.complete(scope, req.body, replayOf(res, body));
     } catch (error) {
       await idempotency.abandon(scope);
       throw error;
@@ -68,14 +68,19 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
   }
 }
 
-/** Non-streaming: the completion is the domain's; the route adds the headers. Returns what it sent, for replay. */
-async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult> {
+/** Non-streaming: the completion is the domain's; the route adds the headers. Returns the body it sent. */
+async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
   const completed = await completeChat(platform, { ...call, requestId: String(req.id) }, input, targets, { signal: abortWhenClientLeaves(res), logger: req.log });
   setModelHeaders(res, targets, completed.target, completed.tried);
   setWalletHeaders(res, completed);
   res.json(completed.body);
+  return completed.body;
+}
+
+/** What a completed call sent, for an idempotent replay: its body and the headers that describe it. */
+function replayOf(res: Response, body: StoredResult['body']): StoredResult {
   const headers = Object.fromEntries(REPLAYED_HEADERS.flatMap((name) => (res.hasHeader(name) ? [[name, String(res.getHeader(name))]] : [])));
-  return { status: 200, headers, body: completed.body };
+  return { status: 200, headers, body };
 }
 
 /**
