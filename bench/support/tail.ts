@@ -17,16 +17,22 @@ import { PerformanceObserver, performance } from 'node:perf_hooks';
 
 const TRACED_ID = /^lg-(\d+)$/;
 
+/** What undici publishes on its request channels: the request object, one per upstream call. */
+interface UndiciMessage {
+  request: object;
+}
+
 const wallMicros = (sinceOrigin: number) => Math.round((performance.timeOrigin + sinceOrigin) * 1000);
 
 /** In the API process: keeps the times of traced requests and of collections, and writes them to `file` on `flush()`. */
 export function recordRequestTimes(server: Server, file: string): { flush(): void } {
   const lines: string[] = [];
-  const tracedRequest = new AsyncLocalStorage<{ upstreamMicros: number }>();
+  // The traced request a piece of work belongs to, through its async context (undefined: untraced).
+  const tracedRequest = new AsyncLocalStorage<{ upstreamMicros: number } | undefined>();
   server.prependListener('request', (req, res) => {
     const id = req.headers['x-request-id'];
     if (typeof id !== 'string' || !TRACED_ID.test(id)) {
-      tracedRequest.enterWith(undefined as never);
+      tracedRequest.enterWith(undefined);
       return;
     }
     const reached = wallMicros(performance.now());
@@ -36,18 +42,19 @@ export function recordRequestTimes(server: Server, file: string): { flush(): voi
   });
   // Each upstream call, from its creation to its body's end (or failure), retries included.
   const upstreamStarts = new WeakMap<object, { traced: { upstreamMicros: number }; started: number }>();
-  const started = ({ request }: { request: object }) => {
+  const started = (message: unknown) => {
     const traced = tracedRequest.getStore();
-    if (traced) upstreamStarts.set(request, { traced, started: performance.now() });
+    if (traced) upstreamStarts.set((message as UndiciMessage).request, { traced, started: performance.now() });
   };
-  const ended = ({ request }: { request: object }) => {
+  const ended = (message: unknown) => {
+    const { request } = message as UndiciMessage;
     const call = upstreamStarts.get(request);
     if (!call) return;
     upstreamStarts.delete(request);
     call.traced.upstreamMicros += Math.round((performance.now() - call.started) * 1000);
   };
-  const channels = { 'undici:request:create': started, 'undici:request:trailers': ended, 'undici:request:error': ended } as Record<string, (message: never) => void>;
-  for (const [name, listener] of Object.entries(channels)) diagnostics.subscribe(name, listener as (message: unknown) => void);
+  const channels: Record<string, (message: unknown) => void> = { 'undici:request:create': started, 'undici:request:trailers': ended, 'undici:request:error': ended };
+  for (const [name, listener] of Object.entries(channels)) diagnostics.subscribe(name, listener);
   const collections = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) lines.push(`gc ${wallMicros(entry.startTime)} ${Math.round(entry.duration * 1000)}`);
   });
@@ -55,7 +62,7 @@ export function recordRequestTimes(server: Server, file: string): { flush(): voi
   return {
     flush() {
       collections.disconnect();
-      for (const [name, listener] of Object.entries(channels)) diagnostics.unsubscribe(name, listener as (message: unknown) => void);
+      for (const [name, listener] of Object.entries(channels)) diagnostics.unsubscribe(name, listener);
       writeFileSync(file, lines.join('\n') + '\n');
     },
   };
