@@ -7,7 +7,7 @@
  * Node hop costs this machine before the gateway does anything.
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -196,15 +196,17 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
         if (round >= 0) target.times.push(elapsed);
       }
     }
-    const [directFirst] = firstByteTargets.map((target) => target.times.sort((x, y) => x - y));
+    for (const target of firstByteTargets) target.times.sort((x, y) => x - y);
+    const directTimes = firstByteTargets[0]!.times;
+    const added = (times: number[], q: number) => (times === directTimes ? '' : (quantile(times, q) - quantile(directTimes, q)).toFixed(2));
     console.log(`\nstreaming time to first byte: ${options.firstByteRounds} rounds of one request to each target in turn`);
     console.table(
       firstByteTargets.map(({ name, times }) => ({
         target: name,
         'p50 ms': quantile(times, 0.5).toFixed(2),
         'p99 ms': quantile(times, 0.99).toFixed(2),
-        'added p50 ms': times === directFirst ? '' : (quantile(times, 0.5) - quantile(directFirst!, 0.5)).toFixed(2),
-        'added p99 ms': times === directFirst ? '' : (quantile(times, 0.99) - quantile(directFirst!, 0.99)).toFixed(2),
+        'added p50 ms': added(times, 0.5),
+        'added p99 ms': added(times, 0.99),
       })),
     );
   } finally {
@@ -219,7 +221,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   if (traceDirectory) {
     for (const [rate, generatorTrace] of generatorTraces) {
       console.log(`\n${rate} req/s:`);
-      printTailBreakdown(existsSync(generatorTrace) && existsSync(apiTrace!) ? tailBreakdown(generatorTrace, apiTrace!, 0.99) : undefined, 'gateway calls');
+      printTailBreakdown(tailBreakdown(generatorTrace, apiTrace!, 0.99), 'gateway calls');
     }
     rmSync(traceDirectory, { recursive: true, force: true });
   }

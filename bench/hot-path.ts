@@ -5,7 +5,7 @@
  * time, so a slow server cannot hide its queueing (no coordinated omission).
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
@@ -117,7 +117,7 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
   }
   // The API writes its side of the trace as it stops.
   if (trace) {
-    const breakdown = existsSync(trace.generator) && existsSync(trace.api) ? tailBreakdown(trace.generator, trace.api, 0.99) : undefined;
+    const breakdown = tailBreakdown(trace.generator, trace.api, 0.99);
     rmSync(traceDirectory!, { recursive: true, force: true });
     printTailBreakdown(breakdown, 'metered calls');
   }

@@ -81,6 +81,7 @@ describe('a busy payer', () => {
       await meter(developer.key, { max_cost_micros: 1_000, cost_micros: 1_000 });
       calls += 1;
     } while ((await chargedUnderGrants()) === chargedBefore && calls < 80);
+    expect(await chargedUnderGrants()).toBeGreaterThan(chargedBefore!);
     const balances: number[] = [];
     for (let i = 0; i < 5; i++) balances.push(Number((await meter(developer.key, { max_cost_micros: 1_000, cost_micros: 1_000 })).headers.get('x-svc-wallet-balance')));
     // One process, one payer: each call's balance is the one before it less 0.001.

@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import diagnostics from 'node:diagnostics_channel';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 
@@ -85,6 +85,8 @@ export interface TailBreakdown {
  * them for contrast; undefined when the traces hold no request both sides saw.
  */
 export function tailBreakdown(generatorFile: string, apiFile: string, quantile: number): { slowest: TailBreakdown; all: TailBreakdown } | undefined {
+  // The Node generator writes no trace, and an API that died writes none either.
+  if (!existsSync(generatorFile) || !existsSync(apiFile)) return undefined;
   const seenByApi = new Map<string, { reached: number; finished: number; upstream: number }>();
   const pauses: { start: number; end: number }[] = [];
   for (const line of readFileSync(apiFile, 'utf8').split('\n')) {
