@@ -189,9 +189,12 @@ export async function* openAiStreamEvents(
   let done = false;
   let opened = false;
   for await (const event of upstreamEvents(provider, response, request.signal)) {
+    // Read on past the end marker rather than break: leaving the loop before the body has ended
+    // destroys it, and with it the keep-alive connection the next call would have reused.
+    if (done) continue;
     if (event.data === '[DONE]') {
       done = true;
-      break;
+      continue;
     }
     const chunk = parseEventJson(provider, event.data) as OpenAiCompletionChunk & { error?: { message?: string } };
     if (chunk.error) throw new UpstreamError(provider, undefined, chunk.error.message ?? 'error event in stream', true);

@@ -70,9 +70,15 @@ export function createWatsonxAdapter(settings: WatsonxSettings): ProviderAdapter
       let finishReason: FinishReason | undefined;
       let usage: Usage | undefined;
       let opened = false;
+      let done = false;
       for await (const { event, data } of upstreamEvents(PROVIDER, response, request.signal)) {
+        // Past the end marker the body is read to its end, not left (which would drop the connection).
+        if (done) continue;
         if (event === 'error') throw new UpstreamError(PROVIDER, undefined, `stream error: ${data.slice(0, 500)}`, true);
-        if (data === '[DONE]') break;
+        if (data === '[DONE]') {
+          done = true;
+          continue;
+        }
         const chunk = parseEventJson(PROVIDER, data) as OpenAiCompletionChunk;
         if (!opened) {
           opened = true;
