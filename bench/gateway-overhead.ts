@@ -30,8 +30,11 @@ export interface OverheadOptions {
   /** Rates probed, lowest first, for the highest one with p99 added under 5 ms. */
   sweepRates: number[];
   sweepSeconds: number;
-  /** Rounds of the streaming first-byte measurement. */
+  /** Rounds of the streaming first-byte measurement, one request at a time. */
   firstByteRounds: number;
+  /** The same first byte under open-loop load: streams a second, and for how long, per target. */
+  firstByteRate: number;
+  firstByteSeconds: number;
   /** Also trace the gateway's runs at `rates` and print where their slowest 1 % spent their time (bench/support/tail.ts). */
   tail: boolean;
 }
@@ -205,6 +208,32 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
         'p99 ms': quantile(times, 0.99).toFixed(2),
         'added p50 ms': added(times, 0.5),
         'added p99 ms': added(times, 0.99),
+      })),
+    );
+
+    // The same first byte under a steady arrival of streams. One request at a time, every process
+    // sleeps between calls, and on this VM a process's wake-up costs more the longer it slept
+    // (bench/support/wake-latency.ts); the gateway's path has two more of them than the direct
+    // call. Under load the processes stay awake, as a gateway with traffic does.
+    const streamed = (call: LoadTarget): LoadTarget => ({ ...call, body: JSON.stringify({ ...JSON.parse(call.body), stream: true }), firstByte: true });
+    const underLoad = [];
+    for (const [name, call, pid] of [['direct', directCall, emulator.pid], ['bare proxy (floor)', floorCall, floorProxy.pid], ['gateway', gatewayCall, gateway.pid]] as const) {
+      await openLoopLoad(streamed(call), options.firstByteRate, 2); // warm, and the payer's quota grant open again
+      underLoad.push({ name, result: await openLoopLoad(streamed(call), options.firstByteRate, options.firstByteSeconds, pid) });
+    }
+    const base = underLoad[0]!.result;
+    console.log(`\nstreaming time to first byte under load: ${options.firstByteRate} streams a second for ${options.firstByteSeconds} s to each target (open loop, ${base.generator} load generator)`);
+    console.table(
+      underLoad.map(({ name, result }) => ({
+        target: name,
+        'sustained req/s': Math.round(result.sustainedPerSecond),
+        'non-2xx': result.failures,
+        'p50 ms': result.p50.toFixed(2),
+        'p99 ms': result.p99.toFixed(2),
+        'added p50 ms': result === base ? '' : (result.p50 - base.p50).toFixed(2),
+        'added p99 ms': result === base ? '' : (result.p99 - base.p99).toFixed(2),
+        'server cpu ms/stream': result.serverCpuMsPerRequest?.toFixed(3) ?? 'n/a',
+        'cpu steal %': result.stealPercent?.toFixed(0) ?? 'n/a',
       })),
     );
   } finally {

@@ -91,6 +91,8 @@ if (runs('gateway')) {
     sweepSeconds: Number(process.env.BENCH_GATEWAY_SWEEP_SECONDS ?? 5),
     seconds: Number(process.env.BENCH_GATEWAY_SECONDS ?? 10),
     firstByteRounds: Number(process.env.BENCH_FIRST_BYTE_ROUNDS ?? 1000),
+    firstByteRate: Number(process.env.BENCH_FIRST_BYTE_RATE ?? 200),
+    firstByteSeconds: Number(process.env.BENCH_FIRST_BYTE_SECONDS ?? 10),
     tail: process.env.BENCH_TAIL === '1',
   });
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
@@ -57,6 +58,8 @@ func main() {
 	seconds := flag.Float64("seconds", 10, "how long to send")
 	expect := flag.Int("expect", 200, "the status that counts as success")
 	connections := flag.Int("connections", 256, "most connections open at once; requests beyond them queue (and their wait counts)")
+	// A stream's latency as its caller feels it: when its first event arrives, not when it ends.
+	firstByte := flag.Bool("first-byte", false, "count each latency to the response body's first byte instead of to its end")
 	var headers header
 	flag.Var(&headers, "header", "a request header, name: value (repeatable)")
 	// With -trace, each request carries X-Request-Id lg-<scheduled send, Unix microseconds>, which
@@ -87,6 +90,7 @@ func main() {
 		MaxConnWaitTimeout: 60 * time.Second,
 		ReadTimeout:        60 * time.Second,
 		WriteTimeout:       60 * time.Second,
+		StreamResponseBody: *firstByte,
 	}
 	total := int(float64(*rate) * *seconds)
 	interval := time.Duration(float64(time.Second) / float64(*rate))
@@ -121,10 +125,14 @@ func main() {
 			response := fasthttp.AcquireResponse()
 			sendLag := float64(time.Since(due).Microseconds()) / 1000
 			err := client.Do(request, response)
+			answered := time.Now()
+			if err == nil && *firstByte {
+				answered, err = readTimingFirstByte(response)
+			}
 			ok := err == nil && response.StatusCode() == *expect
 			fasthttp.ReleaseRequest(request)
 			fasthttp.ReleaseResponse(response)
-			elapsed := float64(time.Since(due).Microseconds()) / 1000
+			elapsed := float64(answered.Sub(due).Microseconds()) / 1000
 			mu.Lock()
 			latencies = append(latencies, elapsed)
 			sendLags = append(sendLags, sendLag)
@@ -160,4 +168,29 @@ func main() {
 		out.CpuMsPerRequest = -1
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// readTimingFirstByte reads a streamed response body to its end and returns when its first byte
+// came. A body fasthttp read whole with the headers (a short one with a length) came with them.
+func readTimingFirstByte(response *fasthttp.Response) (time.Time, error) {
+	defer response.CloseBodyStream()
+	stream := response.BodyStream()
+	if stream == nil {
+		return time.Now(), nil
+	}
+	buffer := make([]byte, 4096)
+	for {
+		n, err := stream.Read(buffer)
+		if n > 0 {
+			first := time.Now()
+			_, err = io.Copy(io.Discard, stream)
+			return first, err
+		}
+		if err == io.EOF {
+			return time.Now(), nil
+		}
+		if err != nil {
+			return time.Now(), err
+		}
+	}
 }

@@ -14,6 +14,8 @@ export interface LoadTarget {
   path: string;
   headers: Record<string, string>;
   body: string;
+  /** A stream: each latency counts to its body's first byte (its first event), not to its end. */
+  firstByte?: boolean;
 }
 
 /** What an open-loop run measured, in milliseconds from each scheduled send. */
@@ -141,6 +143,7 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
     const args = ['-url', `${target.origin}${target.path}`, '-method', 'POST', '-body', target.body, '-rate', String(ratePerSecond), '-seconds', String(seconds)];
     for (const [name, value] of Object.entries(target.headers)) args.push('-header', `${name}: ${value}`);
     if (traceFile) args.push('-trace', traceFile);
+    if (target.firstByte) args.push('-first-byte');
     const { stdout } = await run(binary, args, { maxBuffer: 1 << 20 });
     const summary = JSON.parse(stdout) as Record<string, number> & { realtime?: boolean };
     return {
@@ -162,7 +165,16 @@ async function generate(target: LoadTarget, ratePerSecond: number, seconds: numb
   try {
     const result = await openLoop(async () => {
       const response = await pool.request({ method: 'POST', path: target.path, headers: target.headers, body: target.body });
-      await response.body.dump();
+      if (!target.firstByte) {
+        await response.body.dump();
+        return response.statusCode;
+      }
+      // Answered at the first chunk; the rest is read meanwhile, as the stream's caller would.
+      const chunks = response.body[Symbol.asyncIterator]();
+      await chunks.next();
+      void (async () => {
+        for (let next = await chunks.next(); !next.done; next = await chunks.next());
+      })().catch(() => undefined);
       return response.statusCode;
     }, ratePerSecond, seconds);
     const sorted = result.latenciesMs.sort((a, b) => a - b);
