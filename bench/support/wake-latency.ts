@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { printedJson, announceListening } from './child-output.js';
+import { quantile } from './load.js';
 
 if (process.argv[2] === 'server') {
   announceListening(http.createServer((req, res) => req.resume().on('end', () => res.end('ok'))));
@@ -34,7 +35,7 @@ if (process.argv[2] === 'server') {
       times.push(await roundTrip());
     }
     times.sort((a, b) => a - b);
-    rows.push({ 'idle between requests ms': idleMs, 'round trip p50 ms': times[250]!.toFixed(3), 'p90 ms': times[450]!.toFixed(3) });
+    rows.push({ 'idle between requests ms': idleMs, 'round trip p50 ms': quantile(times, 0.5).toFixed(3), 'p90 ms': quantile(times, 0.9).toFixed(3) });
   }
   console.table(rows);
   agent.destroy();
