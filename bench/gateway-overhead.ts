@@ -177,14 +177,21 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     // Time to the first streamed byte, one request at a time. Each round asks the three targets in
     // turn, so whatever the machine does meanwhile falls on all three alike, and the first rounds
     // (a cold payer reserves in PostgreSQL until its quota grant opens) are not counted.
+    // The same three calls as above, streamed, and timed to their first body byte.
+    const streamed = (call: LoadTarget, prompt?: string): LoadTarget => ({
+      ...call,
+      body: JSON.stringify({ ...JSON.parse(call.body), ...(prompt && { messages: [{ role: 'user', content: prompt }] }), stream: true }),
+      firstByte: true,
+    });
     const firstByteTargets = [
-      { name: 'direct', pool: direct, path: '/openai/v1/chat/completions', authorization: `Bearer ${emulatorKey}`, model: 'gpt-4o-mini', times: [] as number[] },
-      { name: 'bare proxy (floor)', pool: proxied, path: '/openai/v1/chat/completions', authorization: `Bearer ${emulatorKey}`, model: 'gpt-4o-mini', times: [] as number[] },
-      { name: 'gateway', pool: through, path: '/v1/chat/completions', authorization: `Bearer ${key}`, model: 'svc:openai/gpt-4o-mini', times: [] as number[] },
+      { name: 'direct', call: directCall, pool: direct, pid: emulator.pid, times: [] as number[] },
+      { name: 'bare proxy (floor)', call: floorCall, pool: proxied, pid: floorProxy.pid, times: [] as number[] },
+      { name: 'gateway', call: gatewayCall, pool: through, pid: gateway.pid, times: [] as number[] },
     ];
-    const firstByte = async ({ pool, path, authorization, model }: (typeof firstByteTargets)[number], round: number) => {
+    const firstByte = async ({ call, pool }: (typeof firstByteTargets)[number], round: number) => {
+      const { path, headers, body } = streamed(call, `first byte ${round}`);
       const started = performance.now();
-      const response = await pool.request({ method: 'POST', path, headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ model, messages: [{ role: 'user', content: `first byte ${round}` }], stream: true }) });
+      const response = await pool.request({ method: 'POST', path, headers, body });
       // Read to the end, as a client of the stream does: leaving at the first chunk closed the
       // connection, so every round paid for a new one and the gateway for a cancelled call too.
       let elapsed = Number.NaN;
@@ -215,9 +222,8 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     // sleeps between calls, and on this VM a process's wake-up costs more the longer it slept
     // (bench/support/wake-latency.ts); the gateway's path has two more of them than the direct
     // call. Under load the processes stay awake, as a gateway with traffic does.
-    const streamed = (call: LoadTarget): LoadTarget => ({ ...call, body: JSON.stringify({ ...JSON.parse(call.body), stream: true }), firstByte: true });
     const underLoad = [];
-    for (const [name, call, pid] of [['direct', directCall, emulator.pid], ['bare proxy (floor)', floorCall, floorProxy.pid], ['gateway', gatewayCall, gateway.pid]] as const) {
+    for (const { name, call, pid } of firstByteTargets) {
       await openLoopLoad(streamed(call), options.firstByteRate, 2); // warm, and the payer's quota grant open again
       underLoad.push({ name, result: await openLoopLoad(streamed(call), options.firstByteRate, options.firstByteSeconds, pid) });
     }
