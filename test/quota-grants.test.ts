@@ -177,11 +177,12 @@ async function grantHeldFor(db: Db) {
   const grants = new QuotaGrants(db, gateway.platform.config, gateway.platform.logger);
   grants.start();
   const { rows } = await gateway.platform.db.query<{ generation: string }>(`SELECT auth_generation::text AS generation FROM accounts WHERE id = $1`, [developer.accountId]);
-  const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null, generation: Number(rows[0]!.generation) };
+  const payer = { developerId: developer.accountId, payerAccountId: developer.accountId, customer: null };
+  const generation = Number(rows[0]!.generation);
   // Demand opens a grant once the instance listens for auth changes.
   let hold: ReturnType<QuotaGrants['take']>;
-  await expect.poll(() => (hold = grants.take(payer, 1_000)) !== undefined, { timeout: 10_000 }).toBe(true);
-  return { developer, grants, payer, hold: hold! };
+  await expect.poll(() => (hold = grants.take(payer, generation, 1_000)) !== undefined, { timeout: 10_000 }).toBe(true);
+  return { developer, grants, payer, generation, hold: hold! };
 }
 
 const settlement = (costMicros: number) => ({ costMicros, billableMicros: costMicros, model: 'svc:probe/none', tokensIn: 1, tokensOut: 1 });
@@ -198,10 +199,10 @@ describe('a grant retired while one of its charges is on its way', () => {
         };
       },
     }) as Db;
-    const { developer, grants, payer, hold } = await grantHeldFor(slowCharges);
+    const { developer, grants, payer, generation, hold } = await grantHeldFor(slowCharges);
     try {
       grants.settle(hold, settlement(700));
-      for (let i = 0; i < 9; i++) grants.settle(grants.take(payer, 1_000)!, settlement(700));
+      for (let i = 0; i < 9; i++) grants.settle(grants.take(payer, generation, 1_000)!, settlement(700));
       const order: string[] = [];
       const charging = grants.flush().then(() => order.push('charged'));
       await grants.close().then(() => order.push('closed'));

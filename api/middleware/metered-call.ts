@@ -2,7 +2,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { microsToUsd } from '../../shared/money.js';
 import type { ClientTokenScope } from '../../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
-import type { CachedCredentials } from '../../shared/billing/metered-call.js';
+import type { CachedCredentials, MeteredCall } from '../../shared/billing/metered-call.js';
 import { attributeCustomer, getCustomer, type CustomerRow } from '../../shared/customers/customers.js';
 import { serviceError } from '../../shared/errors.js';
 import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-events.js';
@@ -12,25 +12,14 @@ import { clientTokenLayer, customerLayers, customerTokensKey, developerLayers, d
 import { authenticateClientToken } from './client-token.js';
 import { clientIp, requireScope, verifyDeveloperKey } from './authenticate.js';
 
-/**
- * What a metered route knows about its call once the pipeline ran: who pays, for which customer,
- * what it bills, and which token-per-minute counters the tokens it uses go to.
- */
-export interface MeteredCallContext {
-  developerId: string;
-  /** Whose wallet pays (unless a prepaid customer does): the caller, or a linked account's parent. */
-  payerAccountId: string;
-  customer: CustomerRow | null;
-  /** X-Svc-Billable-Amount, in micro-dollars, when the caller set it for this call. */
-  billableOverrideMicros: number | undefined;
-  tokenCounterKeys: string[];
-  credentials: CachedCredentials | undefined;
-}
-
 declare global {
   namespace Express {
     interface Request {
-      meteredCall?: MeteredCallContext;
+      /**
+       * What a metered route knows about its call once the pipeline ran: who pays, for which
+       * customer, what it bills, and which token-per-minute counters the tokens it uses go to.
+       */
+      meteredCall?: MeteredCall;
     }
   }
 }
@@ -109,13 +98,16 @@ export function meteredCall(
       customer,
       billableOverrideMicros: billableOverride(req),
       tokenCounterKeys: [developerTokensKey(developerId), ...(customer?.tpm_limit != null ? [customerTokensKey(customer.id)] : [])],
+      // The request id is part of the call, so routes hand the call on as it is: a `{ ...call, requestId }`
+      // copy per request kept the whole request alive through young-generation collections (README).
+      requestId: String(req.id),
       credentials,
     };
     next();
   };
 }
 
-export function meteredCallOf(req: Request): MeteredCallContext {
+export function meteredCallOf(req: Request): MeteredCall {
   if (!req.meteredCall) throw new Error('route reached without the metered-call pipeline');
   return req.meteredCall;
 }

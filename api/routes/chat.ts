@@ -1,4 +1,5 @@
 import { Router, type Request, type Response } from 'express';
+import type { MeteredCall } from '../../shared/billing/metered-call.js';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import { newCompletionId, parseChatInput, planChat, translateUpstream, type ChatInput, type ChatTarget } from '../../shared/inference/chat.js';
 import { MeteredChatStream } from '../../shared/inference/chat-stream.js';
@@ -10,16 +11,16 @@ import { messageTexts, moderateInline, moderates } from '../../shared/inference/
 import { resolutionContextFor } from '../../shared/models/definitions.js';
 import type { Platform } from '../../shared/platform/platform.js';
 import { UpstreamError } from '../../shared/providers/types.js';
-import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders, type MeteredCallContext } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 export function chatRoutes(platform: Platform): Router {
   const router = Router();
   const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
   const files = fileStorageFor(platform.config);
   router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
-    const parsed = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
+    const input = parseChatInput(req.body, { idempotencyKey: req.get('idempotency-key') });
     const call = meteredCallOf(req);
-    const input = { ...parsed, messages: await resolveFileParts(platform.db, files, call.developerId, parsed.messages) };
+    input.messages = await resolveFileParts(platform.db, files, call.developerId, input.messages);
     const targets = await planChat(input, resolutionContextFor(platform, call.developerId), platform.providers);
     const key = req.get('idempotency-key');
     if (input.stream) {
@@ -69,8 +70,8 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
 }
 
 /** Non-streaming: the completion is the domain's; the route adds the headers. Returns the body it sent. */
-async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
-  const completed = await completeChat(platform, { ...call, requestId: String(req.id) }, input, targets, { signal: abortWhenClientLeaves(res), logger: req.log });
+async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCall, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
+  const completed = await completeChat(platform, call, input, targets, { signal: abortWhenClientLeaves(res), logger: req.log });
   setModelHeaders(res, targets, completed.target, completed.tried);
   setWalletHeaders(res, completed);
   res.json(completed.body);
@@ -88,16 +89,16 @@ function replayOf(res: Response, body: StoredResult['body']): StoredResult {
  * plain error response); a stream that breaks mid-way ends with an error event, never a silent
  * truncation. The money side (reserve, settle for what was generated) is MeteredChatStream's.
  */
-async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCallContext, input: ChatInput, target: ChatTarget): Promise<void> {
+async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCall, input: ChatInput, target: ChatTarget): Promise<void> {
   const model = target.resolution.model;
   const signal = abortWhenClientLeaves(res);
   // Only pre moderation combines with a stream (parseChatInput refuses the others): before any model call.
   if (moderates(input.moderation, 'pre')) {
-    await moderateInline(platform, { ...call, requestId: String(req.id) }, messageTexts(input.messages), { stage: 'pre', signal, chatModel: model.id });
+    await moderateInline(platform, call, messageTexts(input.messages), { stage: 'pre', signal, chatModel: model.id });
   }
   let stream: MeteredChatStream;
   try {
-    stream = await MeteredChatStream.open(platform, { ...call, requestId: String(req.id) }, target, input, signal, Date.now() + CALL_DEADLINE_MS);
+    stream = await MeteredChatStream.open(platform, call, target, input, signal, Date.now() + CALL_DEADLINE_MS);
   } catch (error) {
     throw error instanceof ServiceError ? error : translateUpstream(error);
   }

@@ -7,7 +7,7 @@ export function embeddingRoutes(platform: Platform): Router {
   const router = Router();
   router.post('/v1/embeddings', meteredCall(platform, { developer: 'api:chat', clientToken: 'embeddings' }), async (req, res) => {
     const plan = planEmbeddings(req.body, platform.providers);
-    const created = await createEmbeddings(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan, { signal: abortWhenClientLeaves(res) });
+    const created = await createEmbeddings(platform, meteredCallOf(req), plan, { signal: abortWhenClientLeaves(res) });
     setWalletHeaders(res, created);
     res.json(created.body);
   });

@@ -17,7 +17,7 @@ export function mediaRoutes(platform: Platform): Router {
   router.post('/v1/images/generations', governed, async (req, res) => {
     const plan = await planImages(req.body, platform.providers);
     const signal = abortWhenClientLeaves(res);
-    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
+    const settled = await runMeteredCall(platform, meteredCallOf(req), plan.costMicros, async () => {
       const result = await withRetries(() => plan.adapter.generateImages!({ model: plan.model, upstreamModel: plan.model.model, prompt: plan.prompt, n: plan.n, ...(plan.size && { size: plan.size }), signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: result.images.length * plan.model.inputMicrosPer1M, tokensIn: 0, tokensOut: 0 };
     }).catch((error: unknown) => {
@@ -30,7 +30,7 @@ export function mediaRoutes(platform: Platform): Router {
   router.post('/v1/audio/speech', governed, async (req, res) => {
     const plan = await planSpeech(req.body, platform.providers);
     const signal = abortWhenClientLeaves(res);
-    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.costMicros, async () => {
+    const settled = await runMeteredCall(platform, meteredCallOf(req), plan.costMicros, async () => {
       const result = await withRetries(() => plan.adapter.speak!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, voice: plan.voice, format: plan.format, signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: plan.costMicros, tokensIn: 0, tokensOut: 0 };
     }).catch((error: unknown) => {
@@ -45,7 +45,7 @@ export function mediaRoutes(platform: Platform): Router {
     const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
     const file = body.file!;
     const signal = abortWhenClientLeaves(res);
-    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, plan.maxCostMicros, async () => {
+    const settled = await runMeteredCall(platform, meteredCallOf(req), plan.maxCostMicros, async () => {
       const result = await withRetries(
         () =>
           plan.adapter.transcribe!({

@@ -14,7 +14,7 @@ export function moderationRoutes(platform: Platform): Router {
     const plan = planModeration(req.body, platform.providers);
     const signal = abortWhenClientLeaves(res);
     // Metered at zero: nothing is reserved or charged, but the call is recorded like any other.
-    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, 0, async () => {
+    const settled = await runMeteredCall(platform, meteredCallOf(req), 0, async () => {
       const result = await withRetries(() => plan.adapter.moderate!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, signal: signal }), Date.now() + CALL_DEADLINE_MS, signal);
       return { result, model: plan.model.id, costMicros: 0, tokensIn: 0, tokensOut: 0 };
     }).catch((error: unknown) => {

@@ -15,7 +15,7 @@ export function rerankRoutes(platform: Platform): Router {
     const plan = planRerank(req.body, platform.providers);
     const signal = abortWhenClientLeaves(res);
     const searchUnitMicros = plan.model.inputMicrosPer1M;
-    const settled = await runMeteredCall(platform, { ...meteredCallOf(req), requestId: String(req.id) }, searchUnitMicros, async () => {
+    const settled = await runMeteredCall(platform, meteredCallOf(req), searchUnitMicros, async () => {
       const result = await withRetries(
         () => plan.adapter.rerank!({ model: plan.model, upstreamModel: plan.model.model, query: plan.query, documents: plan.documents, topN: plan.topN, signal: signal }),
         Date.now() + CALL_DEADLINE_MS,

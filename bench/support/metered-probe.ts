@@ -23,7 +23,7 @@ export function meteredProbeRoutes(platform: Platform): Router {
   router.post('/v1/_probe/metered', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
     const body = probeBody.parse(req.body ?? {});
     const call = meteredCallOf(req);
-    const settled = await runMeteredCall(platform, { ...call, requestId: String(req.id) }, body.max_cost_micros, async () => ({
+    const settled = await runMeteredCall(platform, call, body.max_cost_micros, async () => ({
       result: { ok: true },
       model: 'svc:probe/none',
       costMicros: body.cost_micros,

@@ -55,8 +55,6 @@ export interface GrantPayer {
   developerId: string;
   payerAccountId: string;
   customer: Pick<CustomerRow, 'id' | 'monthly_budget_micros'> | null;
-  /** The auth generation the call's credentials were verified under (cached calls only). */
-  generation: number;
 }
 
 /** A call's reservation against a grant. */
@@ -140,13 +138,14 @@ export class QuotaGrants {
   /**
    * Reserves `maxCostMicros` for a call against its payer's grant, or returns undefined when the
    * call must reserve in PostgreSQL. Also counts the payer's demand, which opens grants.
+   * `generation` is the auth generation the call's credentials were verified under (cached calls only).
    */
-  take(payer: GrantPayer, maxCostMicros: number, now = Date.now()): GrantHold | undefined {
+  take(payer: GrantPayer, generation: number, maxCostMicros: number, now = Date.now()): GrantHold | undefined {
     if (!this.listening || payer.customer?.monthly_budget_micros != null) return undefined;
     const key = `${payer.developerId}\u0000${payer.payerAccountId}\u0000${payer.customer?.id ?? ''}`;
     const grant = this.current.get(key);
-    this.noteDemand(key, grant, payer, maxCostMicros, now);
-    if (!grant || grant.retired || now >= grant.expiresAt || grant.generation !== payer.generation || grant.remainingMicros < maxCostMicros) return undefined;
+    this.noteDemand(key, grant, payer, generation, maxCostMicros, now);
+    if (!grant || grant.retired || now >= grant.expiresAt || grant.generation !== generation || grant.remainingMicros < maxCostMicros) return undefined;
     grant.remainingMicros -= maxCostMicros;
     grant.inFlight += 1;
     return { grant, amountMicros: maxCostMicros, customerId: payer.customer?.id ?? null };
@@ -211,7 +210,7 @@ export class QuotaGrants {
     if (grant.retired && grant.inFlight === 0) this.finish(grant);
   }
 
-  private noteDemand(key: string, grant: Grant | undefined, payer: GrantPayer, maxCostMicros: number, now: number): void {
+  private noteDemand(key: string, grant: Grant | undefined, payer: GrantPayer, generation: number, maxCostMicros: number, now: number): void {
     let state = this.payers.get(key);
     if (!state) this.payers.set(key, (state = { since: now, calls: 0, lastRate: 0, declinedUntil: 0, reportedBalanceMicros: 0, unreportedMicros: 0, authChanges: 0, chargesBegun: 0, charging: 0 }));
     if (now - state.since >= 1_000) {
@@ -223,21 +222,21 @@ export class QuotaGrants {
     const rate = Math.max(state.calls, state.lastRate);
     if (rate < this.config.METERING_GRANT_MIN_RATE || now < state.declinedUntil || this.opening.has(key)) return;
     // Open the next grant while this one still has a quarter of its time or money left.
-    const renewing = grant && !grant.retired && grant.generation === payer.generation;
+    const renewing = grant && !grant.retired && grant.generation === generation;
     if (renewing && grant.expiresAt - now > GRANT_MS / 4 && grant.remainingMicros > grant.amountMicros / 4) return;
     const minimumMicros = maxCostMicros * MIN_GRANT_CALLS;
-    const opened = this.open(key, payer, Math.max(maxCostMicros * rate * (GRANT_MS / 1_000), minimumMicros), minimumMicros, state);
+    const opened = this.open(key, payer, generation, Math.max(maxCostMicros * rate * (GRANT_MS / 1_000), minimumMicros), minimumMicros, state);
     this.opening.set(key, opened.finally(() => this.opening.delete(key)));
   }
 
-  private async open(key: string, payer: GrantPayer, desiredMicros: number, minimumMicros: number, state: PayerState): Promise<void> {
+  private async open(key: string, payer: GrantPayer, generation: number, desiredMicros: number, minimumMicros: number, state: PayerState): Promise<void> {
     // The balance read with the grant is exact only if no charge of this payer ran meanwhile.
     const quiet = state.charging === 0 ? state.chargesBegun : -1;
     const authChanges = state.authChanges;
     try {
       const row = await guardLedger(() =>
         repo.openGrant(this.db, {
-          generation: payer.generation,
+          generation,
           developerId: payer.developerId,
           payerAccountId: payer.payerAccountId,
           customerId: payer.customer?.id ?? null,
@@ -258,7 +257,7 @@ export class QuotaGrants {
         key,
         holdId: row.hold_id!,
         developerId: payer.developerId,
-        generation: payer.generation,
+        generation,
         amountMicros,
         remainingMicros: amountMicros,
         expiresAt: Date.now() + GRANT_MS,

@@ -10,8 +10,10 @@ import { authorize, billableAmount, release, settle, StaleCredentials, type Hold
  */
 export interface MeteredCall {
   developerId: string;
+  /** Whose wallet pays (unless a prepaid customer does): the caller, or a linked account's parent. */
   payerAccountId: string;
   customer: CustomerRow | null;
+  /** X-Svc-Billable-Amount, in micro-dollars, when the caller set it for this call. */
   billableOverrideMicros: number | undefined;
   tokenCounterKeys: string[];
   requestId: string;
@@ -87,7 +89,7 @@ export async function runMeteredCall<T>(
  * upstream call) and reserved under what it finds; the returned call carries the customer as it is now.
  */
 export function authorizeCall(platform: MeteringPlatform, call: MeteredCall, maxCostMicros: number, options: { grant: boolean } = { grant: true }): Promise<{ hold: MeteredHold; call: MeteredCall }> {
-  const granted = options.grant && call.credentials ? platform.grants.take({ ...call, generation: call.credentials.generation }, maxCostMicros) : undefined;
+  const granted = options.grant && call.credentials ? platform.grants.take(call, call.credentials.generation, maxCostMicros) : undefined;
   const reserved: Promise<{ hold: MeteredHold; call: MeteredCall }> = granted ? Promise.resolve({ hold: granted, call }) : reserve(platform, call, maxCostMicros);
   return platform.meteringTimings.time('reserve', reserved);
 }
