@@ -1,4 +1,4 @@
-import { request, type Dispatcher } from 'undici';
+import { getGlobalDispatcher, type Dispatcher } from 'undici';
 import { UpstreamError } from './types.js';
 
 /**
@@ -134,7 +134,11 @@ export async function upstreamFetch(provider: string, url: string, init: Upstrea
   }
   let answer: Dispatcher.ResponseData;
   try {
-    answer = await request(url, { method: init.method, headers, body, signal: init.signal });
+    // The dispatcher's own request() rather than undici's top-level one, which copies the options
+    // with `{ ...opts, origin, path, method }`: on this V8 such a copy outlived young-generation
+    // collections, and with it, through the signal, the whole call (README, "The 500/s tail").
+    const target = new URL(url);
+    answer = await getGlobalDispatcher().request({ origin: target.origin, path: `${target.pathname}${target.search}`, method: init.method, headers, body, signal: init.signal });
   } catch (error) {
     throw networkFailure(provider, error, init.signal);
   }
