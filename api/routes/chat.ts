@@ -29,7 +29,7 @@ export function chatRoutes(platform: Platform): Router {
       return;
     }
     if (!key) {
-      await completeWithCascade(platform, req, res, call, input, targets);
+      await completeWithCascade(platform, res, call, input, targets);
       return;
     }
     const scope = { developerId: call.developerId, customerId: call.customer?.id ?? null, key };
@@ -41,7 +41,7 @@ export function chatRoutes(platform: Platform): Router {
       return;
     }
     try {
-      const body = await completeWithCascade(platform, req, res, call, input, targets);
+      const body = await completeWithCascade(platform, res, call, input, targets);
       await idempotency.complete(scope, req.body, replayOf(res, body));
     } catch (error) {
       await idempotency.abandon(scope);
@@ -70,8 +70,8 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
 }
 
 /** Non-streaming: the completion is the domain's; the route adds the headers. Returns the body it sent. */
-async function completeWithCascade(platform: Platform, req: Request, res: Response, call: MeteredCall, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
-  const completed = await completeChat(platform, call, input, targets, { signal: abortWhenClientLeaves(res), logger: req.log });
+async function completeWithCascade(platform: Platform, res: Response, call: MeteredCall, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
+  const completed = await completeChat(platform, call, input, targets, { signal: abortWhenClientLeaves(res) });
   setModelHeaders(res, targets, completed.target, completed.tried);
   setWalletHeaders(res, completed);
   res.json(completed.body);

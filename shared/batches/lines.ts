@@ -95,7 +95,7 @@ async function execute(platform: Platform, context: BatchContext, line: { custom
       if (input.stream) throw serviceError('invalid_request', { param: 'stream', message: 'A batch line cannot stream; drop stream or set it to false.' });
       const targets = await planChat(input, resolutionContextFor(platform, context.developerId), platform.providers);
       const completed = await context.limit(targets[0]!.resolution.model.provider, () =>
-        completeChat(platform, call, input, targets, { signal: context.signal, billingKey, priceFactor: context.priceFactor, logger: platform.logger }),
+        completeChat(platform, call, input, targets, { signal: context.signal, billingKey, priceFactor: context.priceFactor }),
       );
       return completed.body;
     }

@@ -1,7 +1,6 @@
 import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
-import type { Logger } from '../logger.js';
 import type { Platform } from '../platform/platform.js';
 import { UpstreamError, type Usage } from '../providers/types.js';
 import type { SettlementEvent } from '../billing/meter.js';
@@ -25,7 +24,6 @@ export interface CompleteChatOptions {
   billingKey?: string;
   /** Multiplies the provider price (batches from 10 requests up pay half). Default 1. */
   priceFactor?: number;
-  logger?: Logger;
 }
 
 export interface CompletedChat {
@@ -69,7 +67,7 @@ export async function completeChat(platform: Platform, call: MeteredCall, input:
       const cascades = error instanceof UpstreamError && (error.retryable || error.status === 401 || error.status === 403);
       if (cascades && position < targets.length - 1) continue;
       if (error instanceof UpstreamError) {
-        options.logger?.warn({ err: error, model: model.id, tried }, 'upstream failed');
+        platform.logger.warn({ err: error, request_id: call.requestId, model: model.id, tried }, 'upstream failed');
         if (error.retryable) {
           await recordEvent(platform.db, call.developerId, 'request.failed_after_retry', { request_id: call.requestId, models_tried: tried, customer_id: call.customer?.id ?? null, error: error.message });
         }
