@@ -174,9 +174,6 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     console.table(sweep);
     console.log(`highest rate sustained with p99 added under 5 ms: ${highest === undefined ? `none of ${options.sweepRates.join(', ')} req/s` : `${highest} req/s`}`);
 
-    // Time to the first streamed byte, one request at a time. Each round asks the three targets in
-    // turn, so whatever the machine does meanwhile falls on all three alike, and the first rounds
-    // (a cold payer reserves in PostgreSQL until its quota grant opens) are not counted.
     // The same three calls as above, streamed, and timed to their first body byte.
     const streamed = (call: LoadTarget, prompt?: string): LoadTarget => ({
       ...call,
@@ -198,6 +195,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       for await (const _chunk of response.body) if (Number.isNaN(elapsed)) elapsed = performance.now() - started;
       return elapsed;
     };
+    // Time to the first streamed byte, one request at a time. Each round asks the three targets in
+    // turn, so whatever the machine does meanwhile falls on all three alike, and the first rounds
+    // (a cold payer reserves in PostgreSQL until its quota grant opens) are not counted.
     for (let round = -FIRST_BYTE_WARMUP_ROUNDS; round < options.firstByteRounds; round++) {
       for (const target of firstByteTargets) {
         const elapsed = await firstByte(target, round);
