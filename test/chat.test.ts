@@ -65,7 +65,7 @@ describe('through the official openai SDK', () => {
   });
 
   it('serves native and custom-transport providers in the same wire format', async () => {
-    for (const model of ['match:anthropic/haiku', 'svc:gemini/gemini-2.0-flash', 'svc:cohere/command-r-plus', 'svc:anthropic/claude-sonnet-4-20250514@us-cloud1', 'svc:anthropic/claude-sonnet-4-20250514@eu-cloud2', 'svc:azure/gpt-4o', 'svc:watsonx/ibm/granite-3-8b-instruct']) {
+    for (const model of ['match:anthropic/haiku', 'svc:gemini/gemini-2.0-flash', 'svc:cohere/command-r-plus', 'svc:anthropic/claude-sonnet-4-20250514@us-cloud1', 'svc:anthropic/claude-sonnet-4-20250514@eu-cloud2', 'svc:bedrock/amazon.nova-pro-v1:0', 'svc:vertex/gemini-2.0-flash', 'svc:azure/gpt-4o', 'svc:watsonx/ibm/granite-3-8b-instruct']) {
       const completion = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
       expect({ model, ok: (completion.choices[0]!.message.content ?? '').length > 0 && completion.usage!.prompt_tokens > 0 }).toEqual({ model, ok: true });
     }

@@ -128,7 +128,8 @@ export async function planChat(input: ChatInput, context: ResolutionContext, pro
     const route = region === 'eu-cloud1' || region === 'us-cloud1' ? 'bedrock' : region === 'eu-cloud2' || region === 'us-cloud2' ? 'vertex' : model.provider;
     const adapter = providers.adapter(route);
     if (!adapter?.chat || !adapter.chatStream) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${route} (needed by ${model.id}).` });
-    const upstreamModel = route === 'bedrock' ? model.cloudIds!.cloud1 : route === 'vertex' && model.provider === 'anthropic' ? model.cloudIds!.cloud2 : model.model;
+    // A region moves a model onto a hyperscaler under its cloud-native id; a model of that hyperscaler's own keeps its id.
+    const upstreamModel = route === model.provider ? model.model : route === 'bedrock' ? model.cloudIds!.cloud1 : model.cloudIds!.cloud2;
     targets.push({ resolution, adapter, upstreamModel });
   }
   return targets;
