@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type { Request, RequestHandler, Response } from 'express';
 import { microsToUsd } from '../../shared/money.js';
 import type { ClientTokenScope } from '../../shared/accounts/authenticate.js';
@@ -150,11 +151,37 @@ export function setWalletHeaders(res: Response, settled: { deductedMicros: numbe
   if (settled.balanceAfterMicros !== null) res.setHeader('X-Svc-Wallet-Balance', String(microsToUsd(settled.balanceAfterMicros)));
 }
 
-/** A signal that aborts the upstream call when the client goes away before its response is complete. */
+/** Each client connection's abort signal, made when a metered route on it first asks for one. */
+const connectionAborts = new WeakMap<Socket, ConnectionAbort>();
+
+interface ConnectionAbort {
+  controller: AbortController;
+  /**
+   * The connection's newest response that asked for the signal. Responses on a connection finish
+   * in order, so the client left mid-response exactly when this one is unfinished as it closes.
+   */
+  latest: Response;
+}
+
+/**
+ * A signal that aborts the upstream call when the client goes away before its response is complete.
+ * It belongs to the client's connection, and the calls a keep-alive connection carries one after
+ * another share it (each removes its listeners when it completes): a signal made per request
+ * outlived young-generation collections (Node gives each a new prototype after creating it), and
+ * the call that held it went along (README, "The 500/s tail").
+ */
 export function abortWhenClientLeaves(res: Response): AbortSignal {
-  const controller = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) controller.abort();
+  const socket = res.req.socket;
+  if (socket.destroyed) return AbortSignal.abort();
+  const known = connectionAborts.get(socket);
+  if (known) {
+    known.latest = res;
+    return known.controller.signal;
+  }
+  const connection: ConnectionAbort = { controller: new AbortController(), latest: res };
+  connectionAborts.set(socket, connection);
+  socket.once('close', () => {
+    if (!connection.latest.writableFinished) connection.controller.abort();
   });
-  return controller.signal;
+  return connection.controller.signal;
 }

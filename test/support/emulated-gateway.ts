@@ -19,12 +19,12 @@ export interface EmulatedGateway {
   close(): Promise<void>;
 }
 
-export async function startEmulatedGateway(env: Record<string, string> = {}): Promise<EmulatedGateway> {
+export async function startEmulatedGateway(env: Record<string, string> = {}, options: Parameters<typeof startTestPlatform>[1] = {}): Promise<EmulatedGateway> {
   const upstream = createFullEmulator();
   const emulator: http.Server = await listen(upstream.app, 0, '127.0.0.1');
   const emulatorUrl = serverUrl(emulator);
   const providerEnv = emulatorProviderEnv(emulatorUrl, upstream.credentials, mkdtempSync(path.join(os.tmpdir(), 'svc-gateway-')));
-  const gateway = await startTestPlatform({ ...providerEnv, ...env });
+  const gateway = await startTestPlatform({ ...providerEnv, ...env }, options);
   return {
     gateway,
     emulatorUrl,
@@ -43,8 +43,9 @@ export async function startEmulatedGateway(env: Record<string, string> = {}): Pr
 export async function startEmulatedGatewayWithDeveloper(
   env: Record<string, string> = {},
   creditMicros = 50_000_000,
+  options: Parameters<typeof startTestPlatform>[1] = {},
 ): Promise<{ emulated: EmulatedGateway; gateway: TestPlatform; developer: TestDeveloper }> {
-  const emulated = await startEmulatedGateway(env);
+  const emulated = await startEmulatedGateway(env, options);
   const developer = await createDeveloper(emulated.gateway.platform, { creditMicros, scopes: ['admin'] });
   return { emulated, gateway: emulated.gateway, developer };
 }
