@@ -154,13 +154,24 @@ export function setWalletHeaders(res: Response, settled: { deductedMicros: numbe
 /** Each client connection's abort signal, made when a metered route on it first asks for one. */
 const connectionAborts = new WeakMap<Socket, ConnectionAbort>();
 
-interface ConnectionAbort {
-  controller: AbortController;
-  /**
-   * The connection's newest response that asked for the signal. Responses on a connection finish
-   * in order, so the client left mid-response exactly when this one is unfinished as it closes.
-   */
-  latest: Response;
+/**
+ * A connection's abort signal and how many of the responses that asked for it are unfinished: the
+ * client left mid-response when its socket closes with one still unfinished. It holds no response,
+ * so an idle keep-alive connection keeps nothing of its last request alive.
+ */
+class ConnectionAbort {
+  readonly controller = new AbortController();
+  unfinished = 0;
+  /** One listener for every response on the connection, so asking costs no closure a request. */
+  readonly responseFinished = () => {
+    this.unfinished -= 1;
+  };
+
+  constructor(socket: Socket) {
+    socket.once('close', () => {
+      if (this.unfinished > 0) this.controller.abort();
+    });
+  }
 }
 
 /**
@@ -173,15 +184,12 @@ interface ConnectionAbort {
 export function abortWhenClientLeaves(res: Response): AbortSignal {
   const socket = res.req.socket;
   if (socket.destroyed) return AbortSignal.abort();
-  const known = connectionAborts.get(socket);
-  if (known) {
-    known.latest = res;
-    return known.controller.signal;
+  let connection = connectionAborts.get(socket);
+  if (!connection) {
+    connection = new ConnectionAbort(socket);
+    connectionAborts.set(socket, connection);
   }
-  const connection: ConnectionAbort = { controller: new AbortController(), latest: res };
-  connectionAborts.set(socket, connection);
-  socket.once('close', () => {
-    if (!connection.latest.writableFinished) connection.controller.abort();
-  });
+  connection.unfinished += 1;
+  res.on('finish', connection.responseFinished);
   return connection.controller.signal;
 }
