@@ -37,7 +37,8 @@ import * as repo from './repository.js';
 /**
  * How often settled calls are charged to PostgreSQL. Each charge keeps PostgreSQL busy for a few
  * milliseconds; on a machine it shares with the API, every 100 ms that stalled the call arriving
- * with it by about 2 ms, enough to set the gateway's p99 at 500/s (README, "The grant's charge and the 500/s tail").
+ * with it by about 2 ms, enough to set the gateway's p99 at 500/s (README, "The grant's charge
+ * and the 500/s tail").
  */
 const FLUSH_MS = 250;
 /** How long a grant serves new calls; the next one is opened before it ends. */
