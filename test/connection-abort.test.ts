@@ -46,7 +46,9 @@ function connection() {
     return { status: response.statusCode, text: await response.body.text() };
   };
   const signalState = async () => JSON.parse((await send('GET', '/v1/_test/connection-signal')).text) as { abortListeners: number; sameAsPrevious: boolean; aborted: boolean };
-  return { send, signalState, close: () => client.close() };
+  /** The connection's signal after a call: still the same one, no listener left on it, not aborted. */
+  const expectCleanSignal = async () => expect(await signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+  return { send, signalState, expectCleanSignal, close: () => client.close() };
 }
 
 const hello = [{ role: 'user', content: 'hello there' }];
@@ -71,7 +73,7 @@ describe("a connection's abort signal", () => {
     for (const [path, body, status] of calls) {
       const response = await client.send('POST', path, body);
       expect({ path, status: response.status }, response.text).toEqual({ path, status });
-      expect(await client.signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+      await client.expectCleanSignal();
     }
     await client.close();
   });
@@ -83,20 +85,20 @@ describe("a connection's abort signal", () => {
 
     await emulated.fault({ provider: 'openai', fault: { kind: 'status', status: 503 }, times: 1 });
     expect((await chat({ model: 'svc:openai/gpt-4o-mini' })).status).toBe(200);
-    expect(await client.signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+    await client.expectCleanSignal();
 
     await emulated.fault({ provider: 'openai', fault: { kind: 'status', status: 400 }, times: 1 });
     expect(JSON.parse((await chat({ model: 'svc:openai/gpt-4o-mini' })).text).error.code).toBe('upstream_rejected_request');
-    expect(await client.signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+    await client.expectCleanSignal();
 
     await emulated.fault({ provider: 'groq', fault: { kind: 'status', status: 503 }, times: 10 });
     expect((await chat({ model: ['svc:groq/llama-3.3-70b-versatile', 'svc:openai/gpt-4o-mini'] })).status).toBe(200);
-    expect(await client.signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+    await client.expectCleanSignal();
 
     await emulated.fault({ provider: 'openai', fault: { kind: 'disconnect', afterChunks: 3 }, times: 1 });
     const cut = await chat({ model: 'svc:openai/gpt-4o-mini', stream: true });
     expect(cut.text).toContain('upstream_unavailable');
-    expect(await client.signalState()).toEqual({ abortListeners: 0, sameAsPrevious: true, aborted: false });
+    await client.expectCleanSignal();
     await client.close();
   });
 

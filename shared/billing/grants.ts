@@ -53,6 +53,8 @@ const DECLINED_BACKOFF_MS = 1_000;
 const FINISH_ATTEMPTS = 8;
 /** How long close() waits for calls still running on a grant to settle. */
 const CLOSE_WAIT_MS = 10_000;
+/** How often a closing process looks whether its grants' last calls have finished. */
+const CLOSE_POLL_MS = 10;
 const AUTH_GENERATION_CHANNEL = 'svc_auth_generation';
 
 /** Who pays a call, as far as a grant is concerned. */
@@ -205,7 +207,7 @@ export class QuotaGrants {
     // settles as it unwinds. Its charge needs the pool this process closes next, so wait (bounded).
     const deadline = Date.now() + CLOSE_WAIT_MS;
     while ([...this.live].some((grant) => grant.finished === undefined) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS));
     }
     await Promise.all([...this.live].map((grant) => grant.finished));
   }

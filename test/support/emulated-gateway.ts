@@ -5,7 +5,7 @@ import path from 'node:path';
 import { listen, serverUrl } from '../../api/http-server.js';
 import { createFullEmulator } from '../../scripts/emulator/emulator.js';
 import { emulatorProviderEnv } from '../../scripts/emulator/provider-env.js';
-import { createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './test-platform.js';
+import { createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform, type TestPlatformOptions } from './test-platform.js';
 
 /**
  * A test gateway whose every provider is the upstream emulator, configured through the providers'
@@ -19,7 +19,7 @@ export interface EmulatedGateway {
   close(): Promise<void>;
 }
 
-export async function startEmulatedGateway(env: Record<string, string> = {}, options: Parameters<typeof startTestPlatform>[1] = {}): Promise<EmulatedGateway> {
+export async function startEmulatedGateway(env: Record<string, string> = {}, options: TestPlatformOptions = {}): Promise<EmulatedGateway> {
   const upstream = createFullEmulator();
   const emulator: http.Server = await listen(upstream.app, 0, '127.0.0.1');
   const emulatorUrl = serverUrl(emulator);
@@ -43,7 +43,7 @@ export async function startEmulatedGateway(env: Record<string, string> = {}, opt
 export async function startEmulatedGatewayWithDeveloper(
   env: Record<string, string> = {},
   creditMicros = 50_000_000,
-  options: Parameters<typeof startTestPlatform>[1] = {},
+  options: TestPlatformOptions = {},
 ): Promise<{ emulated: EmulatedGateway; gateway: TestPlatform; developer: TestDeveloper }> {
   const emulated = await startEmulatedGateway(env, options);
   const developer = await createDeveloper(emulated.gateway.platform, { creditMicros, scopes: ['admin'] });

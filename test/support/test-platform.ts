@@ -25,11 +25,16 @@ export interface TestPlatform {
   close(): Promise<void>;
 }
 
+/** What a test gateway serves besides the app's own routes (a probe). */
+export interface TestPlatformOptions {
+  routes?: (platform: Platform) => Router[];
+}
+
 /**
  * A whole gateway for one test file: its own database cloned from the migrated template, its own
  * Redis key prefix and Temporal task queue, and the real app listening on an ephemeral port.
  */
-export async function startTestPlatform(env: Record<string, string> = {}, options: { routes?: (platform: Platform) => Router[] } = {}): Promise<TestPlatform> {
+export async function startTestPlatform(env: Record<string, string> = {}, options: TestPlatformOptions = {}): Promise<TestPlatform> {
   const tag = `${process.pid}_${randomBytes(4).toString('hex')}`;
   const database = `${TEST_DB_PREFIX}${tag}`;
   const base = loadConfig();
@@ -73,7 +78,7 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
  * Another API replica of the same platform: its own process-level connections and server, the same
  * database, Redis prefix and task queue, as a second machine behind a load balancer would have.
  */
-export async function startSecondInstance(first: TestPlatform, options: { routes?: (platform: Platform) => Router[] } = {}): Promise<{ baseUrl: string; close(): Promise<void> }> {
+export async function startSecondInstance(first: TestPlatform, options: TestPlatformOptions = {}): Promise<{ baseUrl: string; close(): Promise<void> }> {
   const platform = createPlatform(first.config, 'test-replica');
   await platform.ready;
   const server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
