@@ -67,7 +67,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
 
   const temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(options.dataDir, 'run', 'temporal-bench-batch.log') });
   const emulatorPort = await freePort();
-  const emulator = spawn(process.execPath, ['--import', 'tsx', 'scripts/emulator/main.ts'], {
+  const emulator = spawn(process.execPath, ['--import', 'tsx', 'shared/emulator/main.ts'], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, EMULATOR_PORT: String(emulatorPort), EMULATOR_LATENCY_MS: String(options.latencyMs) },
   });

@@ -47,7 +47,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
   // The emulator stands in for a provider across the network. It runs with the API's V8 flags, so
   // its own full collections (a 20-30 ms stall each, in the direct and the gateway runs alike) add
   // less noise to the difference between them.
-  const emulator = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'scripts/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
+  const emulator = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'shared/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
   const printed = await printedJson(emulator, 'listening');
   const emulatorKey = printed.api_keys.openai as string;
 

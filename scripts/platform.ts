@@ -12,8 +12,8 @@ import { generateClientTokenJwk } from '../shared/client-tokens/keys.js';
 import { listen, serverUrl } from '../api/http-server.js';
 import { loadConfig, managesTemporalDevServer, type Config } from '../shared/config.js';
 import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/providers/settings.js';
-import { createFullEmulator } from './emulator/emulator.js';
-import { emulatorProviderEnv } from './emulator/provider-env.js';
+import { createFullEmulator } from '../shared/emulator/emulator.js';
+import { emulatorProviderEnv } from '../shared/emulator/provider-env.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
 import { API_NODE_ARGS, WORKER_NODE_ARGS } from './lib/node-args.js';
 import {

@@ -12,10 +12,10 @@ import { importPKCS8, SignJWT } from 'jose';
 import { AzureOpenAI } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
-import { createEmulatorCredentials, deterministicReply, type FaultRule } from '../scripts/emulator/core.js';
-import { createEmulatorApp } from '../scripts/emulator/server.js';
-import { customTransportStyles } from '../scripts/emulator/styles/custom-transports.js';
-import { canonicalPath, verifySigV4 } from '../scripts/emulator/styles/custom-transports/sigv4.js';
+import { createEmulatorCredentials, deterministicReply, type FaultRule } from '../shared/emulator/core.js';
+import { createEmulatorApp } from '../shared/emulator/server.js';
+import { customTransportStyles } from '../shared/emulator/styles/custom-transports.js';
+import { canonicalPath, verifySigV4 } from '../shared/emulator/styles/custom-transports/sigv4.js';
 
 const credentials = createEmulatorCredentials(['azure']);
 let server: http.Server;

@@ -2,9 +2,9 @@ import type http from 'node:http';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
-import { countTokens, createEmulatorCredentials, deterministicEmbedding, deterministicReply, relevance, replyTokens, type EmulatorCredentials, type FaultRule } from '../scripts/emulator/core.js';
-import { createEmulatorApp } from '../scripts/emulator/server.js';
-import { nativeStyles } from '../scripts/emulator/styles/native.js';
+import { countTokens, createEmulatorCredentials, deterministicEmbedding, deterministicReply, relevance, replyTokens, type EmulatorCredentials, type FaultRule } from '../shared/emulator/core.js';
+import { createEmulatorApp } from '../shared/emulator/server.js';
+import { nativeStyles } from '../shared/emulator/styles/native.js';
 
 const CLAUDE = 'claude-haiku-4-5-20251001';
 const GEMINI = 'gemini-2.0-flash';

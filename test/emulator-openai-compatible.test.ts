@@ -2,9 +2,9 @@ import type http from 'node:http';
 import OpenAI, { APIConnectionTimeoutError, AuthenticationError, BadRequestError, NotFoundError, RateLimitError, toFile } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
-import { createEmulatorCredentials, type EmulatorCredentials, type FaultRule } from '../scripts/emulator/core.js';
-import { createEmulatorApp } from '../scripts/emulator/server.js';
-import { openAiCompatibleStyle } from '../scripts/emulator/styles/openai-compatible.js';
+import { createEmulatorCredentials, type EmulatorCredentials, type FaultRule } from '../shared/emulator/core.js';
+import { createEmulatorApp } from '../shared/emulator/server.js';
+import { openAiCompatibleStyle } from '../shared/emulator/styles/openai-compatible.js';
 
 const PROVIDERS = ['openai', 'groq', 'together', 'fireworks', 'deepseek', 'mistral', 'xai', 'perplexity', 'openrouter', 'cerebras', 'deepinfra', 'voyage'];
 

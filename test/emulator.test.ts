@@ -2,7 +2,7 @@ import type http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, serverUrl } from '../api/http-server.js';
 import { CATALOG } from '../shared/models/catalog.js';
-import { createFullEmulator } from '../scripts/emulator/emulator.js';
+import { createFullEmulator } from '../shared/emulator/emulator.js';
 
 let server: http.Server;
 let url: string;

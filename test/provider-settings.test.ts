@@ -4,8 +4,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CATALOG } from '../shared/models/catalog.js';
 import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/providers/settings.js';
-import { createEmulatorCredentials } from '../scripts/emulator/core.js';
-import { emulatorProviderEnv } from '../scripts/emulator/provider-env.js';
+import { createEmulatorCredentials } from '../shared/emulator/core.js';
+import { emulatorProviderEnv } from '../shared/emulator/provider-env.js';
 
 const readServiceAccount = (file: string) => JSON.parse(readFileSync(file, 'utf8')) as ServiceAccountKey;
 
@@ -32,7 +32,7 @@ describe('provider settings', () => {
 
 describe('the provider registry', () => {
   it('builds one adapter per configured provider, each answering a chat through the emulator', async () => {
-    const { createFullEmulator } = await import('../scripts/emulator/emulator.js');
+    const { createFullEmulator } = await import('../shared/emulator/emulator.js');
     const { listen, serverUrl } = await import('../api/http-server.js');
     const { ProviderRegistry } = await import('../shared/providers/registry.js');
     const emulator = createFullEmulator();

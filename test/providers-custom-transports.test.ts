@@ -12,9 +12,9 @@ import type { BedrockSettings, VertexSettings, WatsonxSettings } from '../shared
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatStreamEvent, type ProviderAdapter } from '../shared/providers/types.js';
 import { createVertexAdapter } from '../shared/providers/vertex.js';
 import { createWatsonxAdapter } from '../shared/providers/watsonx.js';
-import { countTokens, deterministicReply, type Fault } from '../scripts/emulator/core.js';
-import { createFullEmulator } from '../scripts/emulator/emulator.js';
-import { encodeBedrockEvent, encodeEventStreamMessage } from '../scripts/emulator/styles/custom-transports/event-stream.js';
+import { countTokens, deterministicReply, type Fault } from '../shared/emulator/core.js';
+import { createFullEmulator } from '../shared/emulator/emulator.js';
+import { encodeBedrockEvent, encodeEventStreamMessage } from '../shared/emulator/styles/custom-transports/event-stream.js';
 import { answerUpstream, watchUpstreamRequests, type UpstreamRequestSeen } from './support/upstream-traffic.js';
 
 /**

@@ -9,8 +9,8 @@ import { createGeminiAdapter } from '../shared/providers/gemini.js';
 import { readServerSentEvents } from '../shared/providers/http.js';
 import type { KeyProviderSettings } from '../shared/providers/settings.js';
 import { UpstreamError, type ChatMessage, type ChatRequest, type ChatStreamEvent, type ProviderAdapter, type ToolCall } from '../shared/providers/types.js';
-import { countTokens, deterministicEmbedding, deterministicReply, replyTokens, type EmulatorCredentials, type FaultRule } from '../scripts/emulator/core.js';
-import { createFullEmulator } from '../scripts/emulator/emulator.js';
+import { countTokens, deterministicEmbedding, deterministicReply, replyTokens, type EmulatorCredentials, type FaultRule } from '../shared/emulator/core.js';
+import { createFullEmulator } from '../shared/emulator/emulator.js';
 
 let server: http.Server;
 let url: string;

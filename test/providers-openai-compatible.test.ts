@@ -4,7 +4,7 @@ import { listen, serverUrl } from '../api/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { createOpenAiCompatibleAdapter } from '../shared/providers/openai-compatible.js';
 import { UpstreamError, type ChatRequest, type ChatStreamEvent, type ProviderAdapter } from '../shared/providers/types.js';
-import { createFullEmulator } from '../scripts/emulator/emulator.js';
+import { createFullEmulator } from '../shared/emulator/emulator.js';
 
 let server: Server;
 let url: string;

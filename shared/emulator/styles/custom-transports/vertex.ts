@@ -1,6 +1,6 @@
 import express, { type Request, type Response } from 'express';
 import { errors as joseErrors, importSPKI, jwtVerify } from 'jose';
-import { CATALOG } from '../../../../shared/models/catalog.js';
+import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, startEventStream, streamPieces, type EmulatorCredentials, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
 import { anthropicMessage, anthropicStreamEvents, complete, namedSseFrame, parseAnthropicBody, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';

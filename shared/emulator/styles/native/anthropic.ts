@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { CATALOG } from '../../../../shared/models/catalog.js';
+import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, countTokens, deterministicReply, replyTokens, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
 import { CALL_TOOL_MARKER, modelOf, namedEvent, parseBody, sha256, valueForSchema, writeFrames, type StreamFrame } from './wire.js';

@@ -1,5 +1,5 @@
 import express, { type Request, type Response } from 'express';
-import { CATALOG } from '../../../../shared/models/catalog.js';
+import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
 import { encodeBedrockEvent } from './event-stream.js';

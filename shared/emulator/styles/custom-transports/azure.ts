@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import express, { type Request, type Response } from 'express';
-import { CATALOG } from '../../../../shared/models/catalog.js';
+import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, startEventStream, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
 import { complete, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';

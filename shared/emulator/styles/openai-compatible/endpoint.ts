@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { EmulatorOptions } from '../../core.js';
-import type { CatalogModel, ModelKind } from '../../../../shared/models/catalog.js';
+import type { CatalogModel, ModelKind } from '../../../models/catalog.js';
 import { invalidRequest } from './errors.js';
 
 /** One request to one endpoint, after authentication, faults and the model check have passed. */

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { KEY_PROVIDERS } from '../../shared/providers/settings.js';
+import { KEY_PROVIDERS } from '../providers/settings.js';
 import type { EmulatorCredentials } from './core.js';
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { CATALOG, type ModelKind } from '../../../../shared/models/catalog.js';
+import { CATALOG, type ModelKind } from '../../../models/catalog.js';
 import { applyFault, countTokens, deterministicEmbedding, deterministicReply, relevance, replyTokens, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
 import { CALL_TOOL_MARKER, modelOf, namedEvent, parseBody, valueForSchema, writeFrames, type StreamFrame } from './wire.js';

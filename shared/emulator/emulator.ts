@@ -1,4 +1,4 @@
-import { CATALOG } from '../../shared/models/catalog.js';
+import { CATALOG } from '../models/catalog.js';
 import { createEmulatorCredentials, type EmulatorCredentials, type EmulatorOptions } from './core.js';
 import { createEmulatorApp } from './server.js';
 import { customTransportStyles } from './styles/custom-transports.js';

@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { applyFault, type EmulatorOptions, type FaultRegistry } from '../core.js';
 import type { EmulatorStyle } from '../server.js';
-import { CATALOG } from '../../../shared/models/catalog.js';
+import { CATALOG } from '../../models/catalog.js';
 import { chatCompletions } from './openai-compatible/chat.js';
 import type { Endpoint } from './openai-compatible/endpoint.js';
 import { UpstreamError, faultError, invalidApiKey, invalidRequest, modelNotFound } from './openai-compatible/errors.js';
