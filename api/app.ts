@@ -1,6 +1,6 @@
 import express, { type Express, type Router } from 'express';
 import { Registry } from 'prom-client';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
@@ -34,7 +34,7 @@ export interface GatewayAppOptions {
   routes?: Router[];
 }
 
-export function createGatewayApp(platform: Platform, options: GatewayAppOptions = {}): Express {
+export function createGatewayApp(platform: GatewayServices, options: GatewayAppOptions = {}): Express {
   const metrics = options.metrics ?? new HttpMetrics();
   const { config, logger } = platform;
   // Metered calls are served here, so this process meters its busy payers against quota grants.

@@ -1,12 +1,12 @@
 import { loadConfig } from '../shared/config.js';
-import { createPlatform } from '../shared/platform/platform.js';
+import { createGatewayServices } from '../shared/composition/gateway.js';
 import { createGatewayApp } from './app.js';
 import { listen, serverUrl } from './http-server.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
 const config = loadConfig();
-const platform = createPlatform(config, 'api');
+const platform = createGatewayServices(config, 'api');
 // Serve only once the database answers; later outages show in /v1/health instead.
 await platform.ready;
 const server = await listen(createGatewayApp(platform), config.API_PORT, config.API_HOST);

@@ -11,7 +11,7 @@ import { errorHandler } from '../api/middleware/errors.js';
 import { authorizeClientTokenCall, verifyClientToken } from '../shared/client-tokens/client-tokens.js';
 import { generateClientTokenJwk, loadClientTokenKeys, type ClientTokenSigningJwk } from '../shared/client-tokens/keys.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { bearer, call, createDeveloper, startTestPlatform, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 const k1 = generateClientTokenJwk('k1');
@@ -71,7 +71,7 @@ interface Probe {
  * handler. `trustProxy` makes Express take the caller IP from X-Forwarded-For (one hop), which is
  * how a test reaches the API "from another address" over loopback.
  */
-async function startProbe(platform: Platform, options: { trustProxy?: boolean } = {}): Promise<Probe> {
+async function startProbe(platform: GatewayServices, options: { trustProxy?: boolean } = {}): Promise<Probe> {
   const app = express();
   if (options.trustProxy) app.set('trust proxy', 1);
   app.use(readCredential);
@@ -86,8 +86,8 @@ async function startProbe(platform: Platform, options: { trustProxy?: boolean } 
 }
 
 /** Another API replica of the same database and Redis with its own key configuration. */
-async function withKeys(keys: ClientTokenSigningJwk[]): Promise<{ platform: Platform; baseUrl: string; probe: Probe }> {
-  const platform: Platform = { ...gateway.platform, clientTokenKeys: loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: keys }, silent) };
+async function withKeys(keys: ClientTokenSigningJwk[]): Promise<{ platform: GatewayServices; baseUrl: string; probe: Probe }> {
+  const platform: GatewayServices = { ...gateway.platform, clientTokenKeys: loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: keys }, silent) };
   const server = await listen(createGatewayApp(platform), 0, '127.0.0.1');
   servers.push(server);
   return { platform, baseUrl: serverUrl(server), probe: await startProbe(platform) };

@@ -1,4 +1,4 @@
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { createWebhookActivities } from './webhook-activities.js';
 import { createBatchActivities } from './batch-activities.js';
 
@@ -6,7 +6,7 @@ import { createBatchActivities } from './batch-activities.js';
  * Activities are thin adapters over domain code, made by a factory over the process's shared
  * connections. Each domain's activities are spread in here as they are written.
  */
-export function createActivities(platform: Platform): Record<string, (...args: never[]) => Promise<unknown>> {
+export function createActivities(platform: GatewayServices): Record<string, (...args: never[]) => Promise<unknown>> {
   return {
     ...createWebhookActivities(platform),
     ...createBatchActivities(platform),

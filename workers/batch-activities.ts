@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { finalizeBatch, runBatchChunk, validateBatchInput, type ChunkInput, type ChunkOutcome, type ChunkProgress, type FinalOutcome, type ValidationOutcome } from '../shared/batches/run.js';
 
 export type { ChunkInput, ChunkOutcome, FinalOutcome, ValidationOutcome };
@@ -9,7 +9,7 @@ export type { ChunkInput, ChunkOutcome, FinalOutcome, ValidationOutcome };
  * reads in the workflow history: validateBatchInput, runBatchChunk (one per chunk of lines, with
  * its progress in the heartbeat details), finalizeBatch.
  */
-export function createBatchActivities(platform: Platform) {
+export function createBatchActivities(platform: GatewayServices) {
   return {
     async validateBatchInput(input: { batchId: string }): Promise<ValidationOutcome> {
       return validateBatchInput(platform, input.batchId);

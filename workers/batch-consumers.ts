@@ -1,6 +1,6 @@
 import { startUnstartedBatches } from '../shared/batches/batches.js';
 import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 
 /**
  * A batch row is committed before its workflow starts; when the start did not happen (Temporal
@@ -8,7 +8,7 @@ import type { Platform } from '../shared/platform/platform.js';
  */
 export const BATCH_START_SWEEP_QUEUE = 'batch-start-sweep';
 
-export function batchConsumerDefinitions(platform: Platform): ConsumerDefinition[] {
+export function batchConsumerDefinitions(platform: GatewayServices): ConsumerDefinition[] {
   return [
     {
       queue: BATCH_START_SWEEP_QUEUE,

@@ -1,7 +1,7 @@
 import { releaseExpiredHolds } from '../shared/billing/meter.js';
 import { purgeExpiredClientTokens } from '../shared/client-tokens/client-tokens.js';
 import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queues.js';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { webhookConsumerDefinitions } from './webhook-consumers.js';
 import { batchConsumerDefinitions } from './batch-consumers.js';
 
@@ -13,7 +13,7 @@ import { batchConsumerDefinitions } from './batch-consumers.js';
 export const HOLD_SWEEP_QUEUE = 'billing-hold-sweep';
 export const CLIENT_TOKEN_SWEEP_QUEUE = 'client-token-registry-sweep';
 
-export function consumerDefinitions(platform: Platform): ConsumerDefinition[] {
+export function consumerDefinitions(platform: GatewayServices): ConsumerDefinition[] {
   return [
     {
       queue: HOLD_SWEEP_QUEUE,

@@ -1,5 +1,5 @@
 import { loadConfig } from '../shared/config.js';
-import { createPlatform } from '../shared/platform/platform.js';
+import { createGatewayServices } from '../shared/composition/gateway.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
 import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
@@ -9,7 +9,7 @@ import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
 const config = loadConfig();
-const platform = createPlatform(config, 'worker');
+const platform = createGatewayServices(config, 'worker');
 const { logger } = platform;
 await platform.ready;
 installTemporalLogging(logger);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from '../shared/logger.js';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { createActivities } from './activities.js';
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -64,7 +64,7 @@ export interface TemporalWorkerOptions {
 }
 
 /** A Temporal worker polling the platform's task queue with the platform's activities. */
-export async function createTemporalWorker(platform: Platform, options: TemporalWorkerOptions): Promise<{ worker: Worker; connection: NativeConnection }> {
+export async function createTemporalWorker(platform: GatewayServices, options: TemporalWorkerOptions): Promise<{ worker: Worker; connection: NativeConnection }> {
   const connection = await connectUntilReachable(platform.config.temporalAddress, platform.logger);
   const worker = await Worker.create({
     connection,

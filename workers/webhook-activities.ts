@@ -1,4 +1,4 @@
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { attemptRetry, createWebhookRuntime, type RetryOutcome, type RetryWorkflowInput, type WebhookRuntime } from '../shared/webhooks/delivery.js';
 
 export type { RetryWorkflowInput, RetryOutcome };
@@ -13,7 +13,7 @@ export interface RetryAttempt {
 }
 
 /** Webhook delivery activities: thin adapters over shared/webhooks/delivery.ts. */
-export function createWebhookActivities(platform: Platform, runtime: WebhookRuntime = webhookRuntimeOf(platform)) {
+export function createWebhookActivities(platform: GatewayServices, runtime: WebhookRuntime = webhookRuntimeOf(platform)) {
   return {
     async attemptWebhookDelivery(attempt: RetryAttempt): Promise<RetryOutcome> {
       return attemptRetry(runtime, attempt.deliveryId, attempt.nextDelaySeconds);
@@ -23,10 +23,10 @@ export function createWebhookActivities(platform: Platform, runtime: WebhookRunt
 
 export type WebhookActivities = ReturnType<typeof createWebhookActivities>;
 
-const runtimes = new WeakMap<Platform, WebhookRuntime>();
+const runtimes = new WeakMap<GatewayServices, WebhookRuntime>();
 
 /** One delivery runtime (one keep-alive agent) per process platform, shared by activities and consumers. */
-export function webhookRuntimeOf(platform: Platform): WebhookRuntime {
+export function webhookRuntimeOf(platform: GatewayServices): WebhookRuntime {
   let runtime = runtimes.get(platform);
   if (!runtime) {
     runtime = createWebhookRuntime(platform);

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import type { ConsumerDefinition } from '../shared/platform/queues.js';
-import type { Platform } from '../shared/platform/platform.js';
+import type { GatewayServices } from '../shared/composition/gateway.js';
 import { attemptQueuedDelivery, DELIVERY_QUEUE, RELAY_QUEUE, relayOutbox, requeueStaleDeliveries, SWEEP_QUEUE, type DeliveryJobData } from '../shared/webhooks/delivery.js';
 import { webhookRuntimeOf } from './webhook-activities.js';
 
@@ -8,7 +8,7 @@ import { webhookRuntimeOf } from './webhook-activities.js';
  * The BullMQ side of webhooks: the outbox relay (one run at a time per process; SKIP LOCKED shares
  * the rows between replicas), the first attempts (many at once), and the sweep of lost jobs.
  */
-export function webhookConsumerDefinitions(platform: Platform): ConsumerDefinition[] {
+export function webhookConsumerDefinitions(platform: GatewayServices): ConsumerDefinition[] {
   const runtime = webhookRuntimeOf(platform);
   const { config } = platform;
   return [

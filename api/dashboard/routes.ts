@@ -6,7 +6,7 @@ import type { Config } from '../../shared/config.js';
 import { findSessionAccount, SESSION_LIFETIME_MS, signIn, signOut, type SessionAccount } from '../../shared/dashboard/sessions.js';
 import type { Db } from '../../shared/db/pool.js';
 import { serviceError } from '../../shared/errors.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { apiKeysPage, DASHBOARD_CSP, loginPage, type KeyDraft } from './pages.js';
 
 const LOGIN_PATH = '/app/login';
@@ -48,7 +48,7 @@ const keyForm = z.object({
  * The developer dashboard under /app: sign in with email and password, then list, create and
  * revoke ko_ keys. Server-rendered forms; the session is a cookie naming a row in PostgreSQL.
  */
-export function dashboardRoutes({ db, config }: Platform): Router {
+export function dashboardRoutes({ db, config }: GatewayServices): Router {
   const router = Router();
   const signedIn = requireSession(db);
 

@@ -3,7 +3,7 @@ import { authenticateDeveloperKey, authenticateProvisioningKey, type Principal }
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
 import { grantsScope } from '../../shared/accounts/scopes.js';
 import { serviceError } from '../../shared/errors.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
 import { developerLayers, edgeLayer, provisioningLayer } from '../../shared/ratelimit/layers.js';
 
@@ -25,7 +25,7 @@ export const readCredential: RequestHandler = (req, _res, next) => {
  * refused without looking at the token. `scope` is satisfied by an exact match or by `admin`.
  * Once the key is known, the edge and developer rate-limit layers run in one Redis round trip.
  */
-export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): RequestHandler {
+export function requireDeveloperKey(platform: GatewayServices, scope: DeveloperScope): RequestHandler {
   return async (req, res, next) => {
     const credential = req.credential;
     if (!credential) throw serviceError('missing_token');
@@ -37,7 +37,7 @@ export function requireDeveloperKey(platform: Platform, scope: DeveloperScope): 
 }
 
 /** Verifies a `ko_` key and the route's scope (an exact match or `admin`; none for a route open to any key), and records the caller. */
-export async function verifyDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope | undefined) {
+export async function verifyDeveloperKey(platform: GatewayServices, req: Request, presented: string, scope: DeveloperScope | undefined) {
   const principal = await authenticateDeveloperKey(platform.db, presented);
   requireScope(principal, scope);
   req.principal = principal;
@@ -52,7 +52,7 @@ export function requireScope(principal: { scopes: readonly string[] }, scope: De
 }
 
 /** A route of /v1/accounts: only the developer's `rsk_` provisioning key opens it. */
-export function requireProvisioningKey(platform: Platform): RequestHandler {
+export function requireProvisioningKey(platform: GatewayServices): RequestHandler {
   return async (req, res, next) => {
     if (req.credential?.scheme === 'client') throw serviceError('endpoint_not_allowed_for_client_token');
     const principal = await authenticateProvisioningKey(platform.db, req.credential?.value);
@@ -66,7 +66,7 @@ export function requireProvisioningKey(platform: Platform): RequestHandler {
 }
 
 /** Runs the layers; a success carries X-RateLimit-Remaining, a refusal is the layer's 429. */
-export async function enforceLimits(platform: Platform, res: Response, layers: LimitLayer[]): Promise<void> {
+export async function enforceLimits(platform: GatewayServices, res: Response, layers: LimitLayer[]): Promise<void> {
   const remaining = await platform.limiter.enforce(layers);
   if (remaining !== undefined) res.setHeader('X-RateLimit-Remaining', String(remaining));
 }

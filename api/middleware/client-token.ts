@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import type { ClientTokenPrincipal, ClientTokenScope } from '../../shared/accounts/authenticate.js';
 import { authorizeClientTokenCall } from '../../shared/client-tokens/client-tokens.js';
 import { serviceError } from '../../shared/errors.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 
 /**
  * The Client scheme on an endpoint of the client-token allowlist: verifies the token, checks that
@@ -11,7 +11,7 @@ import type { Platform } from '../../shared/platform/platform.js';
  * layer (clientTokenLayer) together with the customer and developer layers in one round trip.
  * Routes that take either scheme call this only for `Client` credentials.
  */
-export async function authenticateClientToken(platform: Platform, req: Request, requiredScope: ClientTokenScope): Promise<ClientTokenPrincipal> {
+export async function authenticateClientToken(platform: GatewayServices, req: Request, requiredScope: ClientTokenScope): Promise<ClientTokenPrincipal> {
   const credential = req.credential;
   if (!credential) throw serviceError('missing_token');
   if (credential.scheme !== 'client') throw new Error('authenticateClientToken called for a credential of another scheme');

@@ -7,7 +7,7 @@ import type { CachedCredentials, MeteredCall } from '../../shared/billing/metere
 import { attributeCustomer, getCustomer, type CustomerRow } from '../../shared/customers/customers.js';
 import { serviceError } from '../../shared/errors.js';
 import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-events.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import type { LimitLayer } from '../../shared/ratelimit/limiter.js';
 import { clientTokenLayer, customerLayers, customerTokensKey, developerLayers, developerTokensKey, edgeLayer } from '../../shared/ratelimit/layers.js';
 import { authenticateClientToken } from './client-token.js';
@@ -36,7 +36,7 @@ declare global {
  * The handler then reserves, calls upstream and settles through runMeteredCall.
  */
 export function meteredCall(
-  platform: Platform,
+  platform: GatewayServices,
   scopes: {
     /** The developer-key scope the route needs, or 'any' for a route open to every valid key. */
     developer: DeveloperScope | 'any';
@@ -137,7 +137,7 @@ function billableOverride(req: Request): number | undefined {
  * A `ko_` key for a metered call: from the process's CredentialCache when caching is on (its
  * generation then travels to the reservation, which catches a revocation), else from PostgreSQL.
  */
-async function cachedDeveloperKey(platform: Platform, req: Request, presented: string, scope: DeveloperScope | undefined) {
+async function cachedDeveloperKey(platform: GatewayServices, req: Request, presented: string, scope: DeveloperScope | undefined) {
   if (platform.config.CREDENTIAL_CACHE_SECONDS === 0) return { principal: await verifyDeveloperKey(platform, req, presented, scope), generation: 0 };
   const verified = await platform.credentials.developerKey(presented);
   requireScope(verified.principal, scope);

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { getBalance, getProvisionedAccount, listProvisionedAccounts, type AccountWithWalletRow } from '../../shared/accounts/accounts.js';
 import { closeProvisionedAccount, provisionAccount, type ProvisionFunding } from '../../shared/accounts/provisioning.js';
 import { MICROS_PER_USD, microsToUsd, usdToMicros } from '../../shared/money.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey, requireProvisioningKey } from '../middleware/authenticate.js';
 
 const listQuery = z.object({ limit: z.string().optional(), after: z.string().optional() });
@@ -43,7 +43,7 @@ const createAccountBody = z
 
 type CreateAccountBody = z.infer<typeof createAccountBody>;
 
-export function accountRoutes(platform: Platform): Router {
+export function accountRoutes(platform: GatewayServices): Router {
   const { db, config } = platform;
   const router = Router();
 

@@ -1,10 +1,10 @@
 import { Router, type Request } from 'express';
 import { cancelBatch, createBatch, formatBatch, getBatch, listBatches, type BatchRuntime } from '../../shared/batches/batches.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 
 /** Batches: JSONL files of requests run by a durable workflow each; callers poll the batch object. */
-export function batchRoutes(platform: Platform): Router {
+export function batchRoutes(platform: GatewayServices): Router {
   const runtime: BatchRuntime = platform;
   const router = Router();
   const developer = (req: Request) => principalOf(req).accountId;

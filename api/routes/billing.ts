@@ -1,11 +1,11 @@
 import { Router } from 'express';
 import { adjustCustomerWallet, getCustomerWallet, topUpCustomerWallet } from '../../shared/billing/customer-wallets.js';
 import { usageReport } from '../../shared/billing/reports.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 
 /** Customer prepaid wallets, and usage / margin reports for the developer or one customer. */
-export function billingRoutes(platform: Platform): Router {
+export function billingRoutes(platform: GatewayServices): Router {
   const { db, config } = platform;
   const router = Router();
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;

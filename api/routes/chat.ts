@@ -9,11 +9,11 @@ import { resolveFileParts } from '../../shared/inference/file-parts.js';
 import { IdempotencyStore, type StoredResult } from '../../shared/inference/idempotency.js';
 import { messageTexts, moderateInline, moderates } from '../../shared/inference/moderations.js';
 import { resolutionContextFor } from '../../shared/models/definitions.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { UpstreamError } from '../../shared/providers/types.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
-export function chatRoutes(platform: Platform): Router {
+export function chatRoutes(platform: GatewayServices): Router {
   const router = Router();
   const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
   const files = fileStorageFor(platform.config);
@@ -70,7 +70,7 @@ function setModelHeaders(res: Response, targets: ChatTarget[], used: ChatTarget,
 }
 
 /** Non-streaming: the completion is the domain's; the route adds the headers. Returns the body it sent. */
-async function completeWithCascade(platform: Platform, res: Response, call: MeteredCall, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
+async function completeWithCascade(platform: GatewayServices, res: Response, call: MeteredCall, input: ChatInput, targets: ChatTarget[]): Promise<StoredResult['body']> {
   const completed = await completeChat(platform, call, input, targets, { signal: abortWhenClientLeaves(res) });
   setModelHeaders(res, targets, completed.target, completed.tried);
   setWalletHeaders(res, completed);
@@ -89,7 +89,7 @@ function replayOf(res: Response, body: StoredResult['body']): StoredResult {
  * plain error response); a stream that breaks mid-way ends with an error event, never a silent
  * truncation. The money side (reserve, settle for what was generated) is MeteredChatStream's.
  */
-async function streamCompletion(platform: Platform, req: Request, res: Response, call: MeteredCall, input: ChatInput, target: ChatTarget): Promise<void> {
+async function streamCompletion(platform: GatewayServices, req: Request, res: Response, call: MeteredCall, input: ChatInput, target: ChatTarget): Promise<void> {
   const model = target.resolution.model;
   const signal = abortWhenClientLeaves(res);
   // Only pre moderation combines with a stream (parseChatInput refuses the others): before any model call.

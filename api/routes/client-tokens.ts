@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { listClientTokens, mintClientToken, revokeAllClientTokens, revokeClientToken } from '../../shared/client-tokens/client-tokens.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 import { callerIp } from '../middleware/client-token.js';
 
@@ -8,7 +8,7 @@ import { callerIp } from '../middleware/client-token.js';
  * Client tokens of a customer, managed from the developer's server with a `ko_` key (a client
  * token here is 403 endpoint_not_allowed_for_client_token). A path id is `cus_…` or `ext:<id>`.
  */
-export function clientTokenRoutes(platform: Platform): Router {
+export function clientTokenRoutes(platform: GatewayServices): Router {
   const { db } = platform;
   const router = Router();
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;

@@ -1,10 +1,10 @@
 import { Router } from 'express';
 import { archiveCustomer, createCustomer, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 
 /** Customers: billing subjects of a developer's end users. A path id is `cus_…` or `ext:<external_id>`. */
-export function customerRoutes(platform: Platform): Router {
+export function customerRoutes(platform: GatewayServices): Router {
   const { db } = platform;
   const router = Router();
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;

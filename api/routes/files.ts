@@ -2,12 +2,12 @@ import { pipeline } from 'node:stream/promises';
 import { Router, type Request } from 'express';
 import { deleteFile, formatFile, getFile, listFiles, newFileId, openFileContent, parsePurpose, recordUpload, storeUpload } from '../../shared/files/files.js';
 import { fileStorageFor } from '../../shared/files/storage.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 import { readMultipartStreaming } from '../multipart.js';
 
 /** Files: multipart uploads streamed to storage (developer keys only), listed, downloaded, deleted. */
-export function fileRoutes(platform: Platform): Router {
+export function fileRoutes(platform: GatewayServices): Router {
   const { db, config } = platform;
   const storage = fileStorageFor(config);
   const router = Router();

@@ -4,13 +4,13 @@ import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planImages, planSpeech } from '../../shared/inference/media.js';
 import { MAX_AUDIO_BYTES, planTranscription, renderTranscript, transcriptionCost } from '../../shared/inference/transcriptions.js';
 import { readMultipart } from '../multipart.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 120_000;
 
 /** Images, text-to-speech and transcription: metered per image, per character and per second; not for client tokens. */
-export function mediaRoutes(platform: Platform): Router {
+export function mediaRoutes(platform: GatewayServices): Router {
   const router = Router();
   const governed = meteredCall(platform, { developer: 'api:chat', clientToken: null });
 

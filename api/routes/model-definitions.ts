@@ -1,6 +1,6 @@
 import { Router, type Request } from 'express';
 import { formatProfile, formatSlot, getProfile, getSlot, listProfiles, listSlots, putProfile, putSlot, removeProfile, removeSlot } from '../../shared/models/definitions.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 
 /**
@@ -8,7 +8,7 @@ import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js'
  * (/v1/dynamic_profiles), each addressed by its name. PUT creates (201) or replaces (200);
  * reads need api:read, writes api:write; client tokens reach none of them.
  */
-export function modelDefinitionRoutes(platform: Platform): Router {
+export function modelDefinitionRoutes(platform: GatewayServices): Router {
   const { db } = platform;
   const router = Router();
   const read = requireDeveloperKey(platform, 'api:read');

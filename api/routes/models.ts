@@ -1,13 +1,13 @@
 import { Router } from 'express';
 import { CATALOG } from '../../shared/models/catalog.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { requireDeveloperKey } from '../middleware/authenticate.js';
 
 /**
  * GET /v1/models: the live catalog for the calling account: every model with its capabilities,
  * its estimated price per million tokens in USD, and whether this deployment can reach its provider.
  */
-export function modelRoutes(platform: Platform): Router {
+export function modelRoutes(platform: GatewayServices): Router {
   const router = Router();
   router.get('/v1/models', requireDeveloperKey(platform, 'api:read'), (_req, res) => {
     const configured = new Set(platform.providers.configured);

@@ -3,12 +3,12 @@ import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { newId } from '../../shared/ids.js';
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planModeration } from '../../shared/inference/moderations.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 30_000;
 
-export function moderationRoutes(platform: Platform): Router {
+export function moderationRoutes(platform: GatewayServices): Router {
   const router = Router();
   router.post('/v1/moderations', meteredCall(platform, { developer: 'api:chat', clientToken: 'moderations' }), async (req, res) => {
     const plan = planModeration(req.body, platform.providers);

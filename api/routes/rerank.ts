@@ -3,13 +3,13 @@ import { runMeteredCall } from '../../shared/billing/metered-call.js';
 import { newId } from '../../shared/ids.js';
 import { translateUpstream, withRetries } from '../../shared/inference/chat.js';
 import { planRerank } from '../../shared/inference/rerank.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
 
 const CALL_DEADLINE_MS = 60_000;
 
 /** The common rerank wire shape; billed as one search unit. Any valid key; not for client tokens. */
-export function rerankRoutes(platform: Platform): Router {
+export function rerankRoutes(platform: GatewayServices): Router {
   const router = Router();
   router.post('/v1/rerank', meteredCall(platform, { developer: 'any', clientToken: null }), async (req, res) => {
     const plan = planRerank(req.body, platform.providers);

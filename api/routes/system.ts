@@ -1,10 +1,10 @@
 import { Router } from 'express';
 import { COMPATIBLE_SURFACES } from '../../shared/compatibility/surfaces.js';
 import { checkHealth } from '../../shared/health/health.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 
 /** Public routes: no credential needed. */
-export function systemRoutes(platform: Platform): Router {
+export function systemRoutes(platform: GatewayServices): Router {
   const router = Router();
 
   // Always 200 while this process answers; `status` and each check say what is degraded.

@@ -1,6 +1,6 @@
 import { Router, type Request, type RequestHandler } from 'express';
 import { ServiceError, serviceError, type ErrorCode } from '../../shared/errors.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -17,7 +17,7 @@ import {
 import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
 
 /** Webhook endpoints (spec 1, "Webhooks"), all under the api:webhooks scope. */
-export function webhookRoutes(platform: Platform): Router {
+export function webhookRoutes(platform: GatewayServices): Router {
   const { db } = platform;
   const router = Router();
   const scope = requireDeveloperKey(platform, 'api:webhooks');

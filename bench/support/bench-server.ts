@@ -5,11 +5,11 @@
 import { createGatewayApp } from '../../api/app.js';
 import { listen, serverUrl } from '../../api/http-server.js';
 import { loadConfig } from '../../shared/config.js';
-import { createPlatform } from '../../shared/platform/platform.js';
+import { createGatewayServices } from '../../shared/composition/gateway.js';
 import { meteredProbeRoutes } from './metered-probe.js';
 import { recordRequestTimes } from './tail.js';
 
-const platform = createPlatform(loadConfig(), 'bench-api');
+const platform = createGatewayServices(loadConfig(), 'bench-api');
 await platform.ready;
 const server = await listen(createGatewayApp(platform, { routes: [meteredProbeRoutes(platform)] }), platform.config.API_PORT, '127.0.0.1');
 process.stdout.write(`${JSON.stringify({ listening: serverUrl(server) })}\n`);

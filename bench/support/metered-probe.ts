@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { meteredCall, meteredCallOf, setWalletHeaders } from '../../api/middleware/metered-call.js';
 import { runMeteredCall } from '../../shared/billing/metered-call.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 
 /**
  * A metered route with no upstream: the whole governance chain of a real metered call
@@ -18,7 +18,7 @@ const probeBody = z.object({
   user: z.string().optional(),
 });
 
-export function meteredProbeRoutes(platform: Platform): Router {
+export function meteredProbeRoutes(platform: GatewayServices): Router {
   const router = Router();
   router.post('/v1/_probe/metered', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
     const body = probeBody.parse(req.body ?? {});

@@ -9,7 +9,7 @@ import { resolveFileParts } from '../inference/file-parts.js';
 import { fileStorageFor } from '../files/storage.js';
 import { MODERATION_DEADLINE_MS, planModeration } from '../inference/moderations.js';
 import { resolutionContextFor } from '../models/definitions.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import type { BatchEndpoint, RequestResult } from './repository.js';
 
 /**
@@ -38,7 +38,7 @@ export interface BatchContext {
 /** After this many attempts of a chunk, a line that keeps throwing is recorded as failed (500). */
 const ATTEMPTS_BEFORE_LINE_FAILS = 5;
 
-export async function runBatchLine(platform: Platform, batch: BatchContext, line: { custom_id: string; body: Record<string, unknown> }): Promise<RequestResult> {
+export async function runBatchLine(platform: GatewayServices, batch: BatchContext, line: { custom_id: string; body: Record<string, unknown> }): Promise<RequestResult> {
   const requestId = newId('req_');
   const resultId = newId('batch_req_');
   // Each line gets its own signal, tied to the chunk's: the HTTP client leaves a listener on the
@@ -75,7 +75,7 @@ export async function runBatchLine(platform: Platform, batch: BatchContext, line
   }
 }
 
-async function execute(platform: Platform, context: BatchContext, line: { custom_id: string; body: Record<string, unknown> }, requestId: string): Promise<unknown> {
+async function execute(platform: GatewayServices, context: BatchContext, line: { custom_id: string; body: Record<string, unknown> }, requestId: string): Promise<unknown> {
   const call: MeteredCall = {
     developerId: context.developerId,
     payerAccountId: context.payerAccountId,
@@ -125,7 +125,7 @@ async function execute(platform: Platform, context: BatchContext, line: { custom
 }
 
 /** A line's `user` attributes it to a customer the way a synchronous call's does (created on first use unless lazy creation is off). */
-function customerOf(platform: Platform, context: BatchContext, user: unknown): Promise<CustomerRow> | null {
+function customerOf(platform: GatewayServices, context: BatchContext, user: unknown): Promise<CustomerRow> | null {
   if (user === undefined || user === null || user === '') return null;
   if (typeof user !== 'string') throw serviceError('invalid_request', { param: 'user', message: 'user must be a string: a cus_ id or your own id for the end user.' });
   let customer = context.customers.get(user);

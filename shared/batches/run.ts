@@ -6,7 +6,7 @@ import { recordGeneratedFile, writeGeneratedFile } from '../files/files.js';
 import * as files from '../files/repository.js';
 import { fileStorageFor } from '../files/storage.js';
 import { newId } from '../ids.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { formatBatch, MAX_BATCH_REQUESTS } from './batches.js';
 import { readJsonlLines } from './jsonl.js';
 import { runBatchLine, type BatchContext } from './lines.js';
@@ -26,7 +26,7 @@ export type ValidationOutcome =
 
 const DISCOUNT_FROM_REQUESTS = 10;
 
-export async function validateBatchInput(platform: Platform, batchId: string): Promise<ValidationOutcome> {
+export async function validateBatchInput(platform: GatewayServices, batchId: string): Promise<ValidationOutcome> {
   const { db, config } = platform;
   const batch = await repo.findBatchById(db, batchId);
   if (!batch) throw new Error(`batch ${batchId} does not exist`);
@@ -73,7 +73,7 @@ interface ValidationCounts {
  * to run, refused lines for the error file), a thousand rows per statement. Over the request limit
  * it throws, so the transaction rolls back what was stored.
  */
-async function readInputLines(platform: Platform, tx: Queryable, batch: repo.BatchRow, storageKey: string): Promise<ValidationCounts | { empty: true }> {
+async function readInputLines(platform: GatewayServices, tx: Queryable, batch: repo.BatchRow, storageKey: string): Promise<ValidationCounts | { empty: true }> {
   await repo.clearValidation(tx, batch.id);
   const seen = new Set<string>();
   let valid: repo.ValidLine[] = [];
@@ -136,7 +136,7 @@ function checkLine(line: { lineNumber: number; text?: string; tooLong?: boolean 
   return { customId, lineNumber: line.lineNumber, body: entry.body };
 }
 
-async function failBatch(platform: Platform, batchId: string, error: repo.BatchErrorEntry): Promise<void> {
+async function failBatch(platform: GatewayServices, batchId: string, error: repo.BatchErrorEntry): Promise<void> {
   await withTransaction(platform.db, async (tx) => {
     const failed = await repo.finish(tx, batchId, { status: 'failed', outputFileId: null, errorFileId: null, errors: [error] });
     if (failed) await recordEvent(tx, failed.developer_id, 'batch.failed', { batch: formatBatch(failed) });
@@ -176,7 +176,7 @@ const FLUSH_MS = 250;
  * results written in groups with the batch's counts. A batch found cancelling stops the chunk
  * (in-flight lines are aborted, their reservations released, and they stay out of the files).
  */
-export async function runBatchChunk(platform: Platform, input: ChunkInput, runtime: ChunkRuntime): Promise<ChunkOutcome> {
+export async function runBatchChunk(platform: GatewayServices, input: ChunkInput, runtime: ChunkRuntime): Promise<ChunkOutcome> {
   const batch = await repo.findBatchById(platform.db, input.batchId);
   if (!batch || batch.status !== 'in_progress') return { stopped: batch?.status === 'cancelling' ? 'cancelling' : 'not_running', recorded: 0 };
   const lines = await repo.pendingRequests(platform.db, input.batchId, input.from, input.to);
@@ -271,9 +271,9 @@ export async function runBatchChunk(platform: Platform, input: ChunkInput, runti
 }
 
 /** One semaphore per upstream provider, per worker process, shared by every chunk it runs. */
-const limiters = new WeakMap<Platform, <T>(provider: string, run: () => Promise<T>) => Promise<T>>();
+const limiters = new WeakMap<GatewayServices, <T>(provider: string, run: () => Promise<T>) => Promise<T>>();
 
-function upstreamLimiterOf(platform: Platform): <T>(provider: string, run: () => Promise<T>) => Promise<T> {
+function upstreamLimiterOf(platform: GatewayServices): <T>(provider: string, run: () => Promise<T>) => Promise<T> {
   let limiter = limiters.get(platform);
   if (!limiter) {
     const max = platform.config.BATCH_UPSTREAM_CONCURRENCY;
@@ -311,7 +311,7 @@ const EVENT_OF: Record<'completed' | 'cancelled' | 'failed', EventType> = { comp
  * so a finalize run again rewrites the same files), then one transaction records the files, the
  * final status and the event.
  */
-export async function finalizeBatch(platform: Platform, batchId: string, requested: FinalOutcome, failure?: string): Promise<string> {
+export async function finalizeBatch(platform: GatewayServices, batchId: string, requested: FinalOutcome, failure?: string): Promise<string> {
   const { db, config } = platform;
   const batch = await repo.findBatchById(db, batchId);
   if (!batch) throw new Error(`batch ${batchId} does not exist`);
@@ -354,7 +354,7 @@ export async function finalizeBatch(platform: Platform, batchId: string, request
 const PAGE = 1_000;
 
 /** Output lines: `{id, custom_id, response: {status_code, request_id, body}, error: null}`, in input order. */
-async function* outputLines(platform: Platform, batchId: string): AsyncGenerator<string> {
+async function* outputLines(platform: GatewayServices, batchId: string): AsyncGenerator<string> {
   for (let after = -1; ; ) {
     const rows = await repo.succeededPage(platform.db, batchId, after, PAGE);
     if (rows.length === 0) return;
@@ -364,7 +364,7 @@ async function* outputLines(platform: Platform, batchId: string): AsyncGenerator
 }
 
 /** Error lines: failed requests (with their error response) and refused lines (with an error), in input order. */
-async function* errorLines(platform: Platform, batchId: string): AsyncGenerator<string> {
+async function* errorLines(platform: GatewayServices, batchId: string): AsyncGenerator<string> {
   for (let after = 0; ; ) {
     const rows = await repo.errorPage(platform.db, batchId, after, PAGE);
     if (rows.length === 0) return;

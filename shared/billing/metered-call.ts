@@ -1,5 +1,5 @@
 import type { CustomerRow } from '../customers/repository.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import type { GrantHold } from './grants.js';
 import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type Settlement, type SettlementEvent, type SettleResult } from './meter.js';
 
@@ -39,7 +39,7 @@ export interface UpstreamOutcome<T> {
 /** A call's reservation: a hold in PostgreSQL, or a share of its payer's quota grant in this process. */
 export type MeteredHold = Hold | GrantHold;
 
-type MeteringPlatform = Pick<Platform, 'db' | 'config' | 'meteringTimings' | 'grants'>;
+type MeteringPlatform = Pick<GatewayServices, 'db' | 'config' | 'meteringTimings' | 'grants'>;
 
 export interface MeteredResult<T> {
   result: T;
@@ -48,7 +48,7 @@ export interface MeteredResult<T> {
 }
 
 export async function runMeteredCall<T>(
-  platform: MeteringPlatform & Pick<Platform, 'limiter'>,
+  platform: MeteringPlatform & Pick<GatewayServices, 'limiter'>,
   call: MeteredCall,
   maxCostMicros: number,
   execute: () => Promise<UpstreamOutcome<T>>,
@@ -106,7 +106,7 @@ export async function releaseCall(platform: MeteringPlatform, hold: MeteredHold)
   else await release(platform.db, hold);
 }
 
-async function reserve(platform: Pick<Platform, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
+async function reserve(platform: Pick<GatewayServices, 'db' | 'config'>, call: MeteredCall, maxCostMicros: number): Promise<{ hold: Hold; call: MeteredCall }> {
   const request = { developerId: call.developerId, payerAccountId: call.payerAccountId, maxCostMicros, requestId: call.requestId, commit: platform.config.METERING_COMMIT };
   try {
     return { hold: await authorize(platform.db, { ...request, customer: call.customer, credentialGeneration: call.credentials?.generation ?? null }), call };

@@ -7,7 +7,7 @@ import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import type { LimitLayer } from '../ratelimit/limiter.js';
 import { parseFields, type FieldRules } from '../validation.js';
 import type { ClientTokenKeys } from './keys.js';
@@ -59,7 +59,7 @@ export interface MintedClientToken {
  * which bind_ip pins the token to. Only valid requests count towards the 100 mints per minute.
  */
 export async function mintClientToken(
-  platform: Pick<Platform, 'db' | 'limiter' | 'clientTokenKeys'>,
+  platform: Pick<GatewayServices, 'db' | 'limiter' | 'clientTokenKeys'>,
   developerId: string,
   customerReference: string,
   body: unknown,
@@ -133,7 +133,7 @@ export async function revokeAllClientTokens(db: Db, developerId: string, custome
  * registry row, which must exist for the same jti, developer and customer, be unrevoked and
  * unexpired, and belong to an open developer account. Every failure is the same 401.
  */
-export async function verifyClientToken(platform: Pick<Platform, 'db' | 'clientTokenKeys'>, jwt: string, now = new Date()): Promise<ClientTokenPrincipal> {
+export async function verifyClientToken(platform: Pick<GatewayServices, 'db' | 'clientTokenKeys'>, jwt: string, now = new Date()): Promise<ClientTokenPrincipal> {
   return toPrincipal(await verifiedRegistryRow(platform, jwt, now));
 }
 
@@ -153,7 +153,7 @@ export interface ClientTokenCall {
  * binding (403 ip_binding_violation). The per-token rate layer runs later, with the call's others.
  */
 export async function authorizeClientTokenCall(
-  platform: Pick<Platform, 'db' | 'clientTokenKeys'>,
+  platform: Pick<GatewayServices, 'db' | 'clientTokenKeys'>,
   jwt: string,
   call: ClientTokenCall,
   now = new Date(),
@@ -220,7 +220,7 @@ const CLAIMS = z.object({
   svc_developer_id: z.string().min(1),
 });
 
-async function verifiedRegistryRow(platform: Pick<Platform, 'db' | 'clientTokenKeys'>, jwt: string, now: Date): Promise<repo.ClientTokenRow> {
+async function verifiedRegistryRow(platform: Pick<GatewayServices, 'db' | 'clientTokenKeys'>, jwt: string, now: Date): Promise<repo.ClientTokenRow> {
   const keys = platform.clientTokenKeys;
   let payload: JWTPayload;
   try {

@@ -1,5 +1,5 @@
 import proto from '@temporalio/proto';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 
 /**
  * Reachability of every backing service, and whether any worker is polling the platform's
@@ -26,7 +26,7 @@ const CHECK_TIMEOUT_MS = 2_000;
 const POLLER_FRESH_MS = 90_000;
 const { TaskQueueKind, TaskQueueType } = proto.temporal.api.enums.v1;
 
-export async function checkHealth(platform: Platform): Promise<HealthReport> {
+export async function checkHealth(platform: GatewayServices): Promise<HealthReport> {
   const { config } = platform;
   const [postgres, redis, temporalCheck, worker] = await Promise.all([
     timed(async () => {
@@ -57,7 +57,7 @@ export async function checkHealth(platform: Platform): Promise<HealthReport> {
   return { status: allOk ? 'ok' : 'degraded', checks };
 }
 
-async function countLivePollers(platform: Platform, signal: AbortSignal): Promise<number> {
+async function countLivePollers(platform: GatewayServices, signal: AbortSignal): Promise<number> {
   const connection = platform.temporal.probe;
   const response = await connection.withAbortSignal(signal, () =>
     connection.workflowService.describeTaskQueue({

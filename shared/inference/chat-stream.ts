@@ -1,6 +1,6 @@
 import { billableAmount, type SettlementEvent } from '../billing/meter.js';
 import { authorizeCall, releaseCall, settleCall, type MeteredCall, type MeteredHold } from '../billing/metered-call.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
 import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
@@ -16,7 +16,7 @@ export class MeteredChatStream {
   private usage: Usage | undefined;
 
   private constructor(
-    private readonly platform: Platform,
+    private readonly platform: GatewayServices,
     private readonly call: MeteredCall,
     private readonly target: ChatTarget,
     private readonly input: ChatInput,
@@ -24,7 +24,7 @@ export class MeteredChatStream {
     private readonly upstream: AsyncIterable<ChatStreamEvent>,
   ) {}
 
-  static async open(platform: Platform, call: MeteredCall, target: ChatTarget, input: ChatInput, signal: AbortSignal, deadline: number): Promise<MeteredChatStream> {
+  static async open(platform: GatewayServices, call: MeteredCall, target: ChatTarget, input: ChatInput, signal: AbortSignal, deadline: number): Promise<MeteredChatStream> {
     const model = target.resolution.model;
     const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros(model, estimatePromptTokens(input.messages), input.maxTokens ?? model.maxOutputTokens ?? 4096));
     call = current;

@@ -1,7 +1,7 @@
 import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { UpstreamError, type Usage } from '../providers/types.js';
 import type { SettlementEvent } from '../billing/meter.js';
 import { chatFinishedEvent } from './chat-stream.js';
@@ -44,7 +44,7 @@ export interface CompletedChat {
  * with the charge of the completion that answers (so a batch line run again records it once);
  * request.failed_after_retry is recorded when retries ran out.
  */
-export async function completeChat(platform: Platform, call: MeteredCall, input: ChatInput, targets: ChatTarget[], options: CompleteChatOptions): Promise<CompletedChat> {
+export async function completeChat(platform: GatewayServices, call: MeteredCall, input: ChatInput, targets: ChatTarget[], options: CompleteChatOptions): Promise<CompletedChat> {
   // Inline moderation of the prompt runs before any model is called, so a flagged prompt costs nothing.
   if (moderates(input.moderation, 'pre')) {
     await moderateInline(platform, call, messageTexts(input.messages), { stage: 'pre', signal: options.signal, chatModel: targets[0]?.resolution.model.id, ...(options.billingKey && { billingKey: options.billingKey }) });
@@ -84,7 +84,7 @@ export async function completeChat(platform: Platform, call: MeteredCall, input:
  * then 422 response_schema_validation_failed (the attempts made are billed: they were made).
  */
 async function completeWithModel(
-  platform: Platform,
+  platform: GatewayServices,
   call: MeteredCall,
   input: ChatInput,
   target: ChatTarget,

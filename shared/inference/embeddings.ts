@@ -4,7 +4,7 @@ import { CATALOG, embeddingModel, type CatalogModel } from '../models/catalog.js
 import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { translateUpstream, withRetries } from './chat.js';
 import { costMicros } from './pricing.js';
 
@@ -94,7 +94,7 @@ export interface CreateEmbeddingsOptions {
  * One embeddings call, reserved and settled like every metered call; the same for POST
  * /v1/embeddings and a batch line. Returns the response body in the OpenAI wire shape.
  */
-export async function createEmbeddings(platform: Pick<Platform, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
+export async function createEmbeddings(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
   const factor = options.priceFactor ?? 1;
   const maxCost = Math.ceil(costMicros(plan.model, { inputTokens: maxEmbeddingTokens(plan.input), outputTokens: 0 }) * factor);
   const settled = await runMeteredCall(

@@ -3,7 +3,7 @@ import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { CATALOG, type CatalogModel } from '../models/catalog.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ChatMessage, ProviderAdapter } from '../providers/types.js';
 import { translateUpstream, withRetries } from './chat.js';
@@ -76,7 +76,7 @@ export interface InlineModerationContext {
  * record, no charge). Flagged → moderation.flagged through the outbox, then 400 moderation_flagged.
  * A moderation provider that fails fails the call (503): asked-for moderation is never skipped.
  */
-export async function moderateInline(platform: Pick<Platform, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants' | 'providers'>, call: MeteredCall, texts: string[], context: InlineModerationContext): Promise<void> {
+export async function moderateInline(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants' | 'providers'>, call: MeteredCall, texts: string[], context: InlineModerationContext): Promise<void> {
   if (texts.length === 0) return;
   const { model, adapter } = moderationModel(platform.providers);
   const settled = await runMeteredCall(

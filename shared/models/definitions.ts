@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Db } from '../db/pool.js';
 import { ServiceError, serviceError } from '../errors.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
-import type { Platform } from '../platform/platform.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { chooseFromProfile, MAX_PROFILE_RULES, ruleConditions } from './dynamic-profiles.js';
 import { DEFINITION_NAME, parseModelRef, resolveModelRef, type ResolutionContext } from './refs.js';
 import * as repo from './repository.js';
@@ -17,7 +17,7 @@ import * as repo from './repository.js';
  */
 
 /** Resolves slot: and dyn: references against the developer's stored definitions. */
-export function resolutionContextFor(platform: Pick<Platform, 'db'>, developerId: string): ResolutionContext {
+export function resolutionContextFor(platform: Pick<GatewayServices, 'db'>, developerId: string): ResolutionContext {
   return {
     async slot(alias) {
       return (await repo.findSlot(platform.db, developerId, alias))?.target;

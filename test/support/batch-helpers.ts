@@ -1,5 +1,5 @@
 import { createTemporalWorker, bundleWorkflows } from '../../workers/temporal-worker.js';
-import type { Platform } from '../../shared/platform/platform.js';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './emulated-gateway.js';
 import { bearer, call, type TestDeveloper, type TestPlatform } from './test-platform.js';
 
@@ -84,7 +84,7 @@ export async function startBatchGateway(env: Record<string, string>): Promise<{ 
 }
 
 /** A Temporal worker inside the test process on the platform's task queue (for suites that never kill it). */
-export async function startInProcessWorker(platform: Platform): Promise<{ stop(): Promise<void> }> {
+export async function startInProcessWorker(platform: GatewayServices): Promise<{ stop(): Promise<void> }> {
   const { worker, connection } = await createTemporalWorker(platform, { bundle: await bundleWorkflows() });
   const running = worker.run();
   return {

@@ -11,12 +11,12 @@ import { listen, serverUrl as httpServerUrl } from '../../api/http-server.js';
 import { createApiKey, createDeveloperAccount, createProvisioningKey } from '../../shared/accounts/accounts.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
 import { loadConfig, type Config } from '../../shared/config.js';
-import { createPlatform, type Platform } from '../../shared/platform/platform.js';
+import { createGatewayServices, type GatewayServices } from '../../shared/composition/gateway.js';
 import { TEST_DB_PREFIX, dropDatabase, serverUrl, withServer } from './databases.js';
 
 export interface TestPlatform {
   config: Config;
-  platform: Platform;
+  platform: GatewayServices;
   baseUrl: string;
   /** A unique suffix of this platform's database, Redis prefix and task queue. */
   tag: string;
@@ -27,7 +27,7 @@ export interface TestPlatform {
 
 /** What a test gateway serves besides the app's own routes (a probe). */
 export interface TestPlatformOptions {
-  routes?: (platform: Platform) => Router[];
+  routes?: (platform: GatewayServices) => Router[];
 }
 
 /**
@@ -53,7 +53,7 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
   };
   const ownDataDir = env.DATA_DIR === undefined ? platformEnv.DATA_DIR : undefined;
   const config = loadConfig({ ...process.env, ...platformEnv });
-  const platform = createPlatform(config, 'test');
+  const platform = createGatewayServices(config, 'test');
   await platform.ready;
   const server: http.Server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
 
@@ -79,7 +79,7 @@ export async function startTestPlatform(env: Record<string, string> = {}, option
  * database, Redis prefix and task queue, as a second machine behind a load balancer would have.
  */
 export async function startSecondInstance(first: TestPlatform, options: TestPlatformOptions = {}): Promise<{ baseUrl: string; close(): Promise<void> }> {
-  const platform = createPlatform(first.config, 'test-replica');
+  const platform = createGatewayServices(first.config, 'test-replica');
   await platform.ready;
   const server = await listen(createGatewayApp(platform, { routes: options.routes?.(platform) }), 0, '127.0.0.1');
   return {
@@ -92,7 +92,7 @@ export async function startSecondInstance(first: TestPlatform, options: TestPlat
   };
 }
 
-async function deleteRedisKeys(platform: Platform, pattern: string): Promise<void> {
+async function deleteRedisKeys(platform: GatewayServices, pattern: string): Promise<void> {
   if (platform.redis.status !== 'ready') return; // a test may point this platform at no Redis at all
   let cursor = '0';
   do {
@@ -113,7 +113,7 @@ let developerCount = 0;
 
 /** A developer account with a wallet credit and one key, made through the same domain functions as the CLI. */
 export async function createDeveloper(
-  platform: Platform,
+  platform: GatewayServices,
   options: { scopes?: DeveloperScope[]; creditMicros?: number } = {},
 ): Promise<TestDeveloper> {
   const email = `dev${++developerCount}-${randomBytes(3).toString('hex')}@example.test`;
@@ -122,7 +122,7 @@ export async function createDeveloper(
   return { accountId: account.id, email, key: plaintext };
 }
 
-export async function createProvisioningKeyFor(platform: Platform, accountId: string): Promise<string> {
+export async function createProvisioningKeyFor(platform: GatewayServices, accountId: string): Promise<string> {
   return (await createProvisioningKey(platform.db, accountId)).plaintext;
 }
 
@@ -147,7 +147,7 @@ export async function call<T = any>(baseUrl: string, path: string, init: Request
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
 
 /** A developer wallet's balance, straight from PostgreSQL. */
-export async function walletBalanceMicros(platform: Platform, accountId: string): Promise<number> {
+export async function walletBalanceMicros(platform: GatewayServices, accountId: string): Promise<number> {
   const { rows } = await platform.db.query<{ balance_micros: string }>('SELECT balance_micros FROM wallets WHERE account_id = $1', [accountId]);
   return Number(rows[0]!.balance_micros);
 }

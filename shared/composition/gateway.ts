@@ -1,0 +1,58 @@
+import { CredentialCache } from '../accounts/credential-cache.js';
+import { QuotaGrants } from '../billing/grants.js';
+import { enableMeteringGroups } from '../billing/repository.js';
+import { loadClientTokenKeys, type ClientTokenKeys } from '../client-tokens/keys.js';
+import type { Config } from '../config.js';
+import { createLogger } from '../logger.js';
+import { createInfrastructure, settleAll, type Infrastructure } from '../platform/infrastructure.js';
+import { MeteringTimings } from '../platform/metering-timings.js';
+import { ProviderRegistry } from '../providers/registry.js';
+import { RateLimiter } from '../ratelimit/limiter.js';
+
+/**
+ * The gateway's composition root: the process's infrastructure plus the long-lived services of
+ * the gateway's domains, assembled once per process (the API and the worker alike) and handed to
+ * routes, activities and consumers.
+ */
+export interface GatewayServices extends Infrastructure {
+  limiter: RateLimiter;
+  /** How long metered calls spend in each governance step (served beside the HTTP metrics). */
+  meteringTimings: MeteringTimings;
+  /** Busy payers' calls metered in memory against grants held in PostgreSQL (started by API processes). */
+  grants: QuotaGrants;
+  /** Verified keys and customers of metered calls, checked against their auth generation at reservation. */
+  credentials: CredentialCache;
+  /** An adapter for every configured upstream provider. */
+  providers: ProviderRegistry;
+  /** Signs (first key) and verifies (every key) client tokens. */
+  clientTokenKeys: ClientTokenKeys;
+}
+
+export function createGatewayServices(config: Config, processName: string, logger = createLogger(config, processName)): GatewayServices {
+  // First: a bad key stops the process before any connection opens.
+  const clientTokenKeys = loadClientTokenKeys(config, logger);
+  const infrastructure = createInfrastructure(config, processName, logger);
+  const { db, redis } = infrastructure;
+  enableMeteringGroups(db, config.METERING_GROUP_CONCURRENCY);
+  const limiter = new RateLimiter(redis, config.REDIS_KEY_PREFIX, { blockMinRate: config.RATE_LIMIT_BLOCK_MIN_RATE });
+  const grants = new QuotaGrants(db, config, logger);
+  const credentials = new CredentialCache(db, limiter, { ttlMs: config.CREDENTIAL_CACHE_SECONDS * 1000, maxEntries: 10_000, lazyCreatePerMinute: config.LAZY_CREATE_PER_MINUTE });
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    // The services write their last usage and charges before the connections close.
+    closing ??= settleAll([limiter.flushUsage(), grants.close()], logger).then(() => infrastructure.close());
+    return closing;
+  };
+
+  return {
+    ...infrastructure,
+    limiter,
+    meteringTimings: new MeteringTimings(),
+    grants,
+    credentials,
+    providers: new ProviderRegistry(config.providers),
+    clientTokenKeys,
+    close,
+  };
+}
