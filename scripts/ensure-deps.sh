@@ -2,7 +2,7 @@
 # Make this machine ready to run the platform, idempotently. Run by `npm start` and
 # `npm test` before the TypeScript orchestrator (scripts/platform.ts).
 #
-#   1. npm dependencies (npm ci when node_modules is missing or stale)
+#   1. npm dependencies (npm ci when node_modules is missing or stale; the lock file is never rewritten)
 #   2. PostgreSQL, when DATABASE_URL points at this machine: install, start, wait
 #   3. pgvector for that server (built from Debian trixie's source package)
 #   4. Redis, when REDIS_URL points at this machine: install, start, wait
@@ -216,25 +216,12 @@ step_npm() {
   fi
   local npmlog=$LOG_DIR/npm.log
   : >"$npmlog"
-  if [[ -f package-lock.json ]]; then
-    log "npm dependencies: npm ci ($reason)"
-    if ! try_logged "$npmlog" npm ci --no-audit --no-fund; then
-      # npm 11 writes lock files without the optional packages of other platforms (e.g.
-      # @swc/core-darwin-arm64) and then its own `npm ci` rejects them as "not in sync"
-      # (npm/cli#4828, #8805). `npm install` accepts such a lock file as it is.
-      if grep -q 'can only install packages when your package.json and package-lock.json' "$npmlog"; then
-        log "npm ci rejected package-lock.json as out of sync; using npm install (may update package-lock.json)"
-        run_logged "$npmlog" npm install --no-audit --no-fund
-      else
-        die_with_log "$npmlog" "npm ci failed"
-      fi
-    fi
-  else
-    log "npm dependencies: npm install ($reason)"
-    run_logged "$npmlog" npm install --no-audit --no-fund
-  fi
-  # npm may write package-lock.json after node_modules/.package-lock.json; mark the install
-  # as newer so that the next run does not reinstall.
+  # npm ci installs exactly the committed lock file and never rewrites it; a lock file it refuses
+  # is a defect to fix in the repository (npm install, commit), not something to paper over here.
+  [[ -f package-lock.json ]] || die "package-lock.json is missing; run npm install and commit it"
+  log "npm dependencies: npm ci ($reason)"
+  try_logged "$npmlog" npm ci --no-audit --no-fund || die_with_log "$npmlog" "npm ci failed (if it says the lock file is out of sync, run npm install and commit package-lock.json)"
+  # Mark the install as newer than the lock file, so the next run does not reinstall.
   [[ -f node_modules/.package-lock.json ]] && touch node_modules/.package-lock.json
   log "npm dependencies installed"
 }
