@@ -1,9 +1,8 @@
 import type { Socket } from 'node:net';
 import type { Request, RequestHandler, Response } from 'express';
-import { microsToUsd } from '../../shared/money.js';
 import type { ClientTokenScope } from '../../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
-import type { CachedCredentials, MeteredCall } from '../../shared/billing/metered-call.js';
+import { walletHeaders, type CachedCredentials, type MeteredCall } from '../../shared/billing/metered-call.js';
 import { attributeCustomer, getCustomer, type CustomerRow } from '../../shared/customers/customers.js';
 import { serviceError } from '../../shared/errors.js';
 import { recordCustomerRateLimited } from '../../shared/customers/rate-limit-events.js';
@@ -147,8 +146,7 @@ async function cachedDeveloperKey(platform: GatewayServices, req: Request, prese
 
 /** X-Svc-Wallet-Deducted and X-Svc-Wallet-Balance (USD) after a settled call. */
 export function setWalletHeaders(res: Response, settled: { deductedMicros: number; balanceAfterMicros: number | null }): void {
-  res.setHeader('X-Svc-Wallet-Deducted', String(microsToUsd(settled.deductedMicros)));
-  if (settled.balanceAfterMicros !== null) res.setHeader('X-Svc-Wallet-Balance', String(microsToUsd(settled.balanceAfterMicros)));
+  for (const [name, value] of Object.entries(walletHeaders(settled))) res.setHeader(name, value);
 }
 
 /** Each client connection's abort signal, made when a metered route on it first asks for one. */

@@ -1,13 +1,14 @@
-import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import type { MeteredCall } from '../billing/metered-call.js';
 import { attributeCustomer, type CustomerRow } from '../customers/customers.js';
 import { ServiceError, serviceError, toEnvelope } from '../errors.js';
 import { newId } from '../ids.js';
-import { parseChatInput, planChat, translateUpstream, withRetries } from '../inference/chat.js';
+import { parseChatInput, planChat } from '../inference/chat.js';
+import { translateUpstream } from '../inference/upstream-call.js';
 import { completeChat } from '../inference/complete-chat.js';
 import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
 import { resolveFileParts } from '../inference/file-parts.js';
 import { fileStorageFor } from '../files/storage.js';
-import { MODERATION_DEADLINE_MS, planModeration } from '../inference/moderations.js';
+import { moderate, planModeration } from '../inference/moderations.js';
 import { resolutionContextFor } from '../models/definitions.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { BatchEndpoint, RequestResult } from './repository.js';
@@ -107,19 +108,7 @@ async function execute(platform: GatewayServices, context: BatchContext, line: {
     case '/v1/moderations': {
       const plan = planModeration(line.body, platform.providers);
       // Metered at zero, like POST /v1/moderations: recorded, never charged.
-      const settled = await context.limit(plan.model.provider, () =>
-        runMeteredCall(
-          platform,
-          call,
-          0,
-          async () => {
-            const result = await withRetries(() => plan.adapter.moderate!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, signal: context.signal }), Date.now() + MODERATION_DEADLINE_MS, context.signal);
-            return { result, model: plan.model.id, costMicros: 0, tokensIn: 0, tokensOut: 0 };
-          },
-          { idempotencyKey: billingKey },
-        ),
-      );
-      return { id: newId('modr-'), model: plan.model.model, results: settled.result.results };
+      return context.limit(plan.model.provider, () => moderate(platform, call, plan, { signal: context.signal, billingKey }));
     }
   }
 }

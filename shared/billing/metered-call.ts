@@ -1,4 +1,5 @@
 import type { CustomerRow } from '../customers/repository.js';
+import { microsToUsd } from '../money.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { GrantHold } from './grants.js';
 import { authorize, billableAmount, release, settle, StaleCredentials, type Hold, type Settlement, type SettlementEvent, type SettleResult } from './meter.js';
@@ -45,6 +46,13 @@ export interface MeteredResult<T> {
   result: T;
   deductedMicros: number;
   balanceAfterMicros: number | null;
+}
+
+/** X-Svc-Wallet-Deducted and X-Svc-Wallet-Balance (USD) after a settled call. */
+export function walletHeaders(settled: { deductedMicros: number; balanceAfterMicros: number | null }): Record<string, string> {
+  const headers: Record<string, string> = { 'x-svc-wallet-deducted': String(microsToUsd(settled.deductedMicros)) };
+  if (settled.balanceAfterMicros !== null) headers['x-svc-wallet-balance'] = String(microsToUsd(settled.balanceAfterMicros));
+  return headers;
 }
 
 export async function runMeteredCall<T>(

@@ -2,8 +2,9 @@ import { billableAmount, type SettlementEvent } from '../billing/meter.js';
 import { authorizeCall, releaseCall, settleCall, type MeteredCall, type MeteredHold } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { ChatStreamEvent, Usage } from '../providers/types.js';
-import { chatRequestFor, withRetries, type ChatInput, type ChatTarget } from './chat.js';
+import { chatRequestFor, type ChatInput, type ChatTarget } from './chat.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
+import { withRetries } from './upstream-call.js';
 
 /**
  * The money side of a streamed completion. `open` reserves the call's maximum cost and starts the

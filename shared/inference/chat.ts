@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { serviceError, ServiceError } from '../errors.js';
+import { serviceError } from '../errors.js';
 import { compileSchema } from './json-schema.js';
 import { newId } from '../ids.js';
 import type { CatalogModel } from '../models/catalog.js';
@@ -8,7 +8,7 @@ import { parseModelField, resolveModelRef, type Resolution, type ResolutionConte
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { InlineModeration } from './moderations.js';
 import { estimatePromptTokens } from './pricing.js';
-import { UpstreamError, type ChatMessage, type ChatRequest, type ChatResult, type ChatStreamEvent, type ProviderAdapter } from '../providers/types.js';
+import type { ChatMessage, ChatRequest, ChatResult, ChatStreamEvent, ProviderAdapter } from '../providers/types.js';
 
 /**
  * Chat completions, up to the provider call: the request as the OpenAI wire format states it,
@@ -245,35 +245,6 @@ export function chatRequestFor(target: ChatTarget, input: ChatInput, signal: Abo
     ...input.options,
     signal,
   };
-}
-
-/** Backoff before each retry of a retryable upstream failure; the deadline bounds the whole call. */
-const RETRY_DELAYS_MS = [250, 750, 2_000];
-
-/**
- * Calls `attempt` until it succeeds, a failure is not retryable, the retries run out or the next
- * wait would pass the deadline. The provider's Retry-After is honoured when it fits.
- */
-export async function withRetries<T>(attempt: () => Promise<T>, deadline: number, signal: AbortSignal): Promise<T> {
-  for (let retry = 0; ; retry++) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!(error instanceof UpstreamError) || !error.retryable || retry >= RETRY_DELAYS_MS.length || signal.aborted) throw error;
-      const wait = Math.max(RETRY_DELAYS_MS[retry]!, (error.retryAfterSeconds ?? 0) * 1000);
-      if (Date.now() + wait >= deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, wait));
-    }
-  }
-}
-
-/** A provider failure as the caller sees it: the provider's refusal of this request, or unavailability. */
-export function translateUpstream(error: unknown): ServiceError | unknown {
-  if (!(error instanceof UpstreamError)) return error;
-  if (!error.retryable && (error.status === 400 || error.status === 404 || error.status === 413 || error.status === 422)) {
-    return serviceError('upstream_rejected_request', { message: error.message });
-  }
-  return serviceError('upstream_unavailable', { message: `${error.message}` });
 }
 
 export function completionObject(id: string, created: number, modelId: string, result: ChatResult) {

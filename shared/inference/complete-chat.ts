@@ -1,17 +1,15 @@
-import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import type { MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { UpstreamError, type Usage } from '../providers/types.js';
 import type { SettlementEvent } from '../billing/meter.js';
 import { chatFinishedEvent } from './chat-stream.js';
-import { chatRequestFor, completionObject, newCompletionId, translateUpstream, withRetries, type ChatInput, type ChatTarget } from './chat.js';
+import { chatRequestFor, completionObject, newCompletionId, type ChatInput, type ChatTarget } from './chat.js';
 import { checkAgainstSchema, reprompt, SCHEMA_REPROMPTS } from './json-schema.js';
 import { messageTexts, moderateInline, moderates } from './moderations.js';
 import { costMicros, estimatePromptTokens, maxCostMicros } from './pricing.js';
-
-/** How long one model of a call may take, retries included. */
-export const CALL_DEADLINE_MS = 120_000;
+import { callUpstream, translateUpstream, UPSTREAM_DEADLINES_MS } from './upstream-call.js';
 
 export interface CompleteChatOptions {
   /** Aborts the upstream call (the client went away, the batch was cancelled). */
@@ -95,26 +93,28 @@ async function completeWithModel(
   const model = target.resolution.model;
   const format = input.options.responseFormat;
   const factor = options.priceFactor ?? 1;
-  const deadline = Date.now() + CALL_DEADLINE_MS;
+  const deadline = Date.now() + UPSTREAM_DEADLINES_MS.chat;
   let attemptInput = input;
   for (let attempt = 0; ; attempt++) {
     const reserve = Math.ceil(maxChatCostMicros(target, attemptInput) * factor);
     let check: ReturnType<typeof checkAgainstSchema> | undefined;
-    const settled = await runMeteredCall(
-      platform,
-      call,
-      reserve,
-      async () => {
-        const result = await withRetries(() => target.adapter.chat!(chatRequestFor(target, attemptInput, options.signal)), deadline, options.signal);
+    const settled = await callUpstream(platform, call, {
+      surface: 'chat',
+      reserveMicros: reserve,
+      signal: options.signal,
+      deadline,
+      // The cascade decides from the provider's failure whether the next model may answer.
+      translate: false,
+      attempt: async () => {
+        const result = await target.adapter.chat!(chatRequestFor(target, attemptInput, options.signal));
         if (format?.type === 'json_schema' && !result.toolCalls?.length) check = checkAgainstSchema(result.content, format.json_schema.schema);
-        return { result, model: model.id, costMicros: Math.round(costMicros(model, result.usage) * factor), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens };
+        return result;
       },
-      {
-        ...(options.billingKey && { idempotencyKey: `${options.billingKey}:${position}:${attempt}` }),
-        // The attempt that answers the request records chat.completion.finished in its own charge's statement.
-        events: (outcome) => (check === undefined || check.ok ? [finishedEvent(outcome.result.usage)] : []),
-      },
-    );
+      meter: (result) => ({ model: model.id, costMicros: Math.round(costMicros(model, result.usage) * factor), tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens }),
+      ...(options.billingKey && { idempotencyKey: `${options.billingKey}:${position}:${attempt}` }),
+      // The attempt that answers the request records chat.completion.finished in its own charge's statement.
+      events: (outcome) => (check === undefined || check.ok ? [finishedEvent(outcome.result.usage)] : []),
+    });
     if (check === undefined || check.ok) return settled;
     if (attempt >= SCHEMA_REPROMPTS) throw serviceError('response_schema_validation_failed', { message: `The output did not match the json_schema after ${attempt + 1} attempts: ${check.problems}.` });
     attemptInput = { ...input, messages: reprompt(input.messages, settled.result.content, check.problems) };

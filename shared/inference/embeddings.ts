@@ -3,9 +3,9 @@ import { serviceError } from '../errors.js';
 import { CATALOG, embeddingModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
-import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { translateUpstream, withRetries } from './chat.js';
+import { callUpstream } from './upstream-call.js';
 import { costMicros } from './pricing.js';
 
 /**
@@ -79,9 +79,6 @@ export function encodeEmbedding(vector: number[], encoding: 'float' | 'base64'):
   return bytes.toString('base64');
 }
 
-/** How long one embeddings call may take, retries included. */
-export const EMBEDDINGS_DEADLINE_MS = 60_000;
-
 export interface CreateEmbeddingsOptions {
   signal: AbortSignal;
   /** Makes the charge idempotent (a batch line run again is never charged twice), e.g. `batch:<id>:<custom_id>`. */
@@ -97,21 +94,13 @@ export interface CreateEmbeddingsOptions {
 export async function createEmbeddings(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
   const factor = options.priceFactor ?? 1;
   const maxCost = Math.ceil(costMicros(plan.model, { inputTokens: maxEmbeddingTokens(plan.input), outputTokens: 0 }) * factor);
-  const settled = await runMeteredCall(
-    platform,
-    call,
-    maxCost,
-    async () => {
-      const result = await withRetries(
-        () => plan.adapter.embeddings!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, ...(plan.dimensions && { dimensions: plan.dimensions }), signal: options.signal }),
-        Date.now() + EMBEDDINGS_DEADLINE_MS,
-        options.signal,
-      );
-      return { result, model: plan.model.id, costMicros: Math.round(costMicros(plan.model, { inputTokens: result.usage.inputTokens, outputTokens: 0 }) * factor), tokensIn: result.usage.inputTokens, tokensOut: 0 };
-    },
-    { ...(options.billingKey && { idempotencyKey: options.billingKey }) },
-  ).catch((error: unknown) => {
-    throw translateUpstream(error);
+  const settled = await callUpstream(platform, call, {
+    surface: 'embeddings',
+    reserveMicros: maxCost,
+    signal: options.signal,
+    attempt: () => plan.adapter.embeddings!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, ...(plan.dimensions && { dimensions: plan.dimensions }), signal: options.signal }),
+    meter: (result) => ({ model: plan.model.id, costMicros: Math.round(costMicros(plan.model, { inputTokens: result.usage.inputTokens, outputTokens: 0 }) * factor), tokensIn: result.usage.inputTokens, tokensOut: 0 }),
+    ...(options.billingKey && { idempotencyKey: options.billingKey }),
   });
   return {
     body: {

@@ -1,9 +1,12 @@
 import { z } from 'zod';
+import type { MeteredCall } from '../billing/metered-call.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
 import type { CatalogModel, ModelKind } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef, type ResolutionContext } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ProviderAdapter } from '../providers/types.js';
+import { callUpstream } from './upstream-call.js';
 
 /**
  * Media calls (images, speech), up to the provider call. Media models are svc: references too;
@@ -59,4 +62,36 @@ export async function planSpeech(raw: unknown, providers: ProviderRegistry) {
   const { model, adapter } = await mediaModel(body.model, 'text_to_speech', providers, 'speak');
   // Priced per million characters spoken.
   return { model, adapter, input: body.input, voice: body.voice, format: body.response_format, costMicros: Math.ceil((body.input.length * model.inputMicrosPer1M) / 1_000_000) };
+}
+
+type MeteringServices = Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>;
+export type ImagesPlan = Awaited<ReturnType<typeof planImages>>;
+export type SpeechPlan = Awaited<ReturnType<typeof planSpeech>>;
+
+/** Image generation, billed per image the provider returned; the OpenAI images wire shape. */
+export async function generateImages(platform: MeteringServices, call: MeteredCall, plan: ImagesPlan, signal: AbortSignal) {
+  const settled = await callUpstream(platform, call, {
+    surface: 'media',
+    reserveMicros: plan.costMicros,
+    signal,
+    attempt: () => plan.adapter.generateImages!({ model: plan.model, upstreamModel: plan.model.model, prompt: plan.prompt, n: plan.n, ...(plan.size && { size: plan.size }), signal }),
+    meter: (result) => ({ model: plan.model.id, costMicros: result.images.length * plan.model.inputMicrosPer1M, tokensIn: 0, tokensOut: 0 }),
+  });
+  return {
+    body: { created: Math.floor(Date.now() / 1000), data: settled.result.images.map((image) => ({ b64_json: image.b64Json, ...(image.revisedPrompt && { revised_prompt: image.revisedPrompt }) })) },
+    deductedMicros: settled.deductedMicros,
+    balanceAfterMicros: settled.balanceAfterMicros,
+  };
+}
+
+/** Text to speech, billed per character spoken; answers the audio bytes and their content type. */
+export async function speak(platform: MeteringServices, call: MeteredCall, plan: SpeechPlan, signal: AbortSignal) {
+  const settled = await callUpstream(platform, call, {
+    surface: 'media',
+    reserveMicros: plan.costMicros,
+    signal,
+    attempt: () => plan.adapter.speak!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, voice: plan.voice, format: plan.format, signal }),
+    meter: () => ({ model: plan.model.id, costMicros: plan.costMicros, tokensIn: 0, tokensOut: 0 }),
+  });
+  return { audio: settled.result.audio, contentType: settled.result.contentType, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
 }

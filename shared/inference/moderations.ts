@@ -1,18 +1,16 @@
 import { z } from 'zod';
-import { runMeteredCall, type MeteredCall } from '../billing/metered-call.js';
+import type { MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { CATALOG, type CatalogModel } from '../models/catalog.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ChatMessage, ProviderAdapter } from '../providers/types.js';
-import { translateUpstream, withRetries } from './chat.js';
+import { newId } from '../ids.js';
+import { callUpstream } from './upstream-call.js';
 
 /** POST /v1/moderations, up to the provider call: metered at zero, so it is free but still recorded. */
 export const DEFAULT_MODERATION_MODEL = 'omni-moderation-latest';
-
-/** How long one moderation call may take, retries included. */
-export const MODERATION_DEADLINE_MS = 30_000;
 
 const body = z.object({ input: z.unknown().optional(), model: z.string().optional() });
 
@@ -30,6 +28,24 @@ export function planModeration(raw: unknown, providers: ProviderRegistry): Moder
   const inputs = typeof input === 'string' ? [input] : input;
   if (!Array.isArray(inputs) || inputs.some((entry) => typeof entry !== 'string')) throw serviceError('invalid_input', { param: 'input' });
   return { ...moderationModel(providers, requested), input: inputs as string[] };
+}
+
+type ModerationServices = Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>;
+
+/**
+ * One moderation call, metered at zero: nothing is reserved or charged, but the call is recorded
+ * like any other. The same for POST /v1/moderations, a batch line and inline moderation.
+ */
+export async function moderate(platform: ModerationServices, call: MeteredCall, plan: ModerationPlan, options: { signal: AbortSignal; billingKey?: string }) {
+  const settled = await callUpstream(platform, call, {
+    surface: 'moderation',
+    reserveMicros: 0,
+    signal: options.signal,
+    attempt: () => plan.adapter.moderate!({ model: plan.model, upstreamModel: plan.model.model, input: plan.input, signal: options.signal }),
+    meter: () => ({ model: plan.model.id, costMicros: 0, tokensIn: 0, tokensOut: 0 }),
+    ...(options.billingKey && { idempotencyKey: options.billingKey }),
+  });
+  return { id: newId('modr-'), model: plan.model.model, results: settled.result.results };
 }
 
 function moderationModel(providers: ProviderRegistry, requested = DEFAULT_MODERATION_MODEL): { model: CatalogModel; adapter: ProviderAdapter } {
@@ -78,20 +94,9 @@ export interface InlineModerationContext {
  */
 export async function moderateInline(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants' | 'providers'>, call: MeteredCall, texts: string[], context: InlineModerationContext): Promise<void> {
   if (texts.length === 0) return;
-  const { model, adapter } = moderationModel(platform.providers);
-  const settled = await runMeteredCall(
-    platform,
-    call,
-    0,
-    async () => {
-      const result = await withRetries(() => adapter.moderate!({ model, upstreamModel: model.model, input: texts, signal: context.signal }), Date.now() + MODERATION_DEADLINE_MS, context.signal);
-      return { result, model: model.id, costMicros: 0, tokensIn: 0, tokensOut: 0 };
-    },
-    { ...(context.billingKey && { idempotencyKey: `${context.billingKey}:moderation:${context.stage}` }) },
-  ).catch((error: unknown) => {
-    throw translateUpstream(error);
-  });
-  const flagged = settled.result.results.filter((result) => result.flagged);
+  const plan = { ...moderationModel(platform.providers), input: texts };
+  const moderation = await moderate(platform, call, plan, { signal: context.signal, ...(context.billingKey && { billingKey: `${context.billingKey}:moderation:${context.stage}` }) });
+  const flagged = moderation.results.filter((result) => result.flagged);
   if (flagged.length === 0) return;
   const categories = [...new Set(flagged.flatMap((result) => Object.entries(result.categories).flatMap(([name, hit]) => (hit ? [name] : []))))].sort();
   await recordEvent(platform.db, call.developerId, 'moderation.flagged', {
@@ -100,7 +105,7 @@ export async function moderateInline(platform: Pick<GatewayServices, 'db' | 'con
     categories,
     customer_id: call.customer?.id ?? null,
     model: context.chatModel ?? null,
-    moderation_model: model.id,
+    moderation_model: plan.model.id,
     flagged_inputs: flagged.length,
   });
   const what = context.stage === 'pre' ? 'prompt' : 'completion';

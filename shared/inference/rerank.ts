@@ -1,8 +1,12 @@
 import { z } from 'zod';
+import type { MeteredCall } from '../billing/metered-call.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
+import { newId } from '../ids.js';
 import { CATALOG, catalogModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ProviderAdapter } from '../providers/types.js';
+import { callUpstream } from './upstream-call.js';
 
 /**
  * POST /v1/rerank, up to the provider call: exactly the four rerank references, the spec's
@@ -54,4 +58,29 @@ export function planRerank(raw: unknown, providers: ProviderRegistry): RerankPla
   const adapter = providers.adapter(model.provider);
   if (!adapter?.rerank) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${model.provider} (needed by ${model.model}).` });
   return { model, adapter, query, documents: texts, topN: top_n, returnDocuments: return_documents === true };
+}
+
+/** One rerank call, billed as one search unit at the model's price; the common rerank wire shape. */
+export async function rerank(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: RerankPlan, signal: AbortSignal) {
+  const searchUnitMicros = plan.model.inputMicrosPer1M;
+  const settled = await callUpstream(platform, call, {
+    surface: 'rerank',
+    reserveMicros: searchUnitMicros,
+    signal,
+    attempt: () => plan.adapter.rerank!({ model: plan.model, upstreamModel: plan.model.model, query: plan.query, documents: plan.documents, topN: plan.topN, signal }),
+    meter: () => ({ model: plan.model.id, costMicros: searchUnitMicros, tokensIn: 0, tokensOut: 0 }),
+  });
+  return {
+    body: {
+      id: newId('rerank_'),
+      results: settled.result.results.map((entry) => ({
+        index: entry.index,
+        relevance_score: entry.relevanceScore,
+        ...(plan.returnDocuments && { document: { text: plan.documents[entry.index] } }),
+      })),
+      meta: { billed_units: { search_units: 1 } },
+    },
+    deductedMicros: settled.deductedMicros,
+    balanceAfterMicros: settled.balanceAfterMicros,
+  };
 }

@@ -1,9 +1,12 @@
 import { z } from 'zod';
+import type { MeteredCall } from '../billing/metered-call.js';
+import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
 import type { CatalogModel } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ProviderAdapter, TranscriptionResult } from '../providers/types.js';
+import { callUpstream } from './upstream-call.js';
 
 /**
  * POST /v1/audio/transcriptions, up to the provider call. The provider is always asked for its
@@ -75,4 +78,35 @@ export function renderTranscript(result: TranscriptionResult, format: Transcript
     case 'vtt':
       return { contentType: 'text/vtt; charset=utf-8', body: `WEBVTT\n\n${cues.map((cue) => `${stamp(cue.start, '.')} --> ${stamp(cue.end, '.')}\n${cue.text.trim()}\n`).join('\n')}` };
   }
+}
+
+export interface AudioUpload {
+  buffer: Buffer;
+  filename: string;
+  mimeType: string;
+}
+
+/**
+ * One transcription, reserved at the longest audio the upload could hold and billed by the
+ * audio's real duration; answers the caller's response_format.
+ */
+export async function transcribe(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: TranscriptionPlan, audio: AudioUpload, signal: AbortSignal) {
+  const settled = await callUpstream(platform, call, {
+    surface: 'media',
+    reserveMicros: plan.maxCostMicros,
+    signal,
+    attempt: () =>
+      plan.adapter.transcribe!({
+        model: plan.model,
+        upstreamModel: plan.model.model,
+        audio: audio.buffer,
+        filename: audio.filename,
+        mimeType: audio.mimeType,
+        ...(plan.language && { language: plan.language }),
+        ...(plan.prompt && { prompt: plan.prompt }),
+        signal,
+      }),
+    meter: (result) => ({ model: plan.model.id, costMicros: transcriptionCost(plan.model, result.durationSeconds), tokensIn: 0, tokensOut: 0 }),
+  });
+  return { ...renderTranscript(settled.result, plan.format), deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
 }
