@@ -7,21 +7,8 @@ import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
-import { accountRoutes } from './routes/accounts.js';
-import { billingRoutes } from './routes/billing.js';
-import { chatRoutes } from './routes/chat.js';
-import { embeddingRoutes } from './routes/embeddings.js';
-import { modelRoutes } from './routes/models.js';
-import { modelDefinitionRoutes } from './routes/model-definitions.js';
-import { mediaRoutes } from './routes/media.js';
-import { moderationRoutes } from './routes/moderations.js';
-import { rerankRoutes } from './routes/rerank.js';
-import { clientTokenRoutes } from './routes/client-tokens.js';
-import { customerRoutes } from './routes/customers.js';
-import { systemRoutes } from './routes/system.js';
-import { webhookRoutes } from './routes/webhooks.js';
-import { fileRoutes } from './routes/files.js';
-import { batchRoutes } from './routes/batches.js';
+import { gatewayRoutes } from './routes/index.js';
+import { mountRoutes } from './route-table.js';
 
 /**
  * The gateway's HTTP front door. Order matters: the request id first (every response carries it),
@@ -63,21 +50,7 @@ export function createGatewayApp(platform: GatewayServices, options: GatewayAppO
   // Express tries routers in order, every route of each, until one matches: the metered calls,
   // the gateway's traffic, come first (with the extra routers, which use their own paths).
   for (const router of options.routes ?? []) app.use(router);
-  app.use(chatRoutes(platform));
-  app.use(embeddingRoutes(platform));
-  app.use(moderationRoutes(platform));
-  app.use(rerankRoutes(platform));
-  app.use(mediaRoutes(platform));
-  app.use(systemRoutes(platform));
-  app.use(accountRoutes(platform));
-  app.use(customerRoutes(platform));
-  app.use(billingRoutes(platform));
-  app.use(modelRoutes(platform));
-  app.use(modelDefinitionRoutes(platform));
-  app.use(clientTokenRoutes(platform));
-  app.use(webhookRoutes(platform));
-  app.use(fileRoutes(platform));
-  app.use(batchRoutes(platform));
+  app.use(mountRoutes(platform, gatewayRoutes(platform)));
   app.use(dashboardRoutes(platform));
 
   app.use(notFound);

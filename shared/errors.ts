@@ -180,6 +180,10 @@ const CATALOG = {
 
 export type ErrorCode = keyof typeof CATALOG;
 
+/** Every code the API can answer with, and every error type, for the API's published description. */
+export const ERROR_CODES = Object.keys(CATALOG) as ErrorCode[];
+export const ERROR_TYPES = [...new Set(Object.values(CATALOG).map((spec: ErrorSpec) => spec.type))];
+
 export interface ErrorDetails {
   message?: string;
   /** The offending field, for field-validation errors only. */

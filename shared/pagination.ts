@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { serviceError } from './errors.js';
 
 /**
@@ -6,6 +7,12 @@ import { serviceError } from './errors.js';
  * A cursor names the last row's id, opaque to callers; the repository seeks past that row's
  * (created_at, id), so no timestamp ever round-trips through JavaScript's millisecond Dates.
  */
+/** The query every list takes (read by pageRequest); what the API documents. */
+export const pageQuery = z.object({
+  limit: z.string().optional().describe('Page size, 1 to 100 (default 20); out-of-range values are clamped.'),
+  after: z.string().optional().describe('The next_cursor of the previous page.'),
+});
+
 export interface PageRequest {
   limit: number;
   after: CursorPosition | undefined;

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { serviceError, type ErrorCode } from './errors.js';
 
 /**
@@ -20,4 +20,9 @@ export function parseFields<T extends object>(body: unknown, rules: FieldRules):
     parsed[field] = result.data;
   }
   return parsed as Partial<T>;
+}
+
+/** The body those rules accept, as one zod object (every field optional, unknown ones refused): what the API documents. */
+export function fieldsSchema(rules: FieldRules): z.ZodType {
+  return z.strictObject(Object.fromEntries(Object.entries(rules).map(([field, rule]) => [field, rule.schema.optional()])));
 }

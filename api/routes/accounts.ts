@@ -1,10 +1,10 @@
-import { Router } from 'express';
 import { z } from 'zod';
 import { getBalance, getProvisionedAccount, listProvisionedAccounts, type AccountWithWalletRow } from '../../shared/accounts/accounts.js';
 import { closeProvisionedAccount, provisionAccount, type ProvisionFunding } from '../../shared/accounts/provisioning.js';
 import { MICROS_PER_USD, microsToUsd, usdToMicros } from '../../shared/money.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { principalOf, requireDeveloperKey, requireProvisioningKey } from '../middleware/authenticate.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { developerKey, PROVISIONING_KEY, route, type RouteDefinition } from '../route-table.js';
 
 const listQuery = z.object({ limit: z.string().optional(), after: z.string().optional() });
 
@@ -43,57 +43,68 @@ const createAccountBody = z
 
 type CreateAccountBody = z.infer<typeof createAccountBody>;
 
-export function accountRoutes(platform: GatewayServices): Router {
+export function accountRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db, config } = platform;
-  const router = Router();
-
-  router.get('/v1/balance', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    const balance = await getBalance(db, principalOf(req).accountId);
-    res.json(
-      balance.billing === 'linked'
-        ? { object: 'balance', account_id: balance.accountId, billing: 'linked' }
-        : { object: 'balance', account_id: balance.accountId, billing: 'wallet', balance_usd: microsToUsd(balance.balanceMicros) },
-    );
-  });
-
-  // 201: a new resource exists. The ko_ key is in this response only.
-  router.post('/v1/accounts', requireProvisioningKey(platform), async (req, res) => {
-    const body = createAccountBody.parse(req.body ?? {});
-    const created = await provisionAccount(
-      db,
-      principalOf(req).accountId,
-      { email: body.email, username: body.username, password: body.password, vaultPassword: body.vault_password, funding: fundingOf(body) },
-      { accountCap: config.ACCOUNT_CAP },
-    );
-    res.status(201).json({
-      account: { id: created.account.id, email: created.account.email, username: created.account.username, owner_type: created.account.owner_type },
-      api_key: created.apiKey.plaintext,
-      api_key_prefix: created.apiKey.displayPrefix,
-      credit: {
-        balance_usd: microsToUsd(created.credit.balanceMicros),
-        funding: created.credit.funding,
-        applied: created.credit.applied,
-        reason: created.credit.reason,
+  const surface = 'accounts';
+  return [
+    route({
+      method: 'get', path: '/v1/balance', surface: 'balance', summary: "The calling developer's wallet balance", access: developerKey('api:read'),
+      handler: async (req, res) => {
+        const balance = await getBalance(db, principalOf(req).accountId);
+        res.json(
+          balance.billing === 'linked'
+            ? { object: 'balance', account_id: balance.accountId, billing: 'linked' }
+            : { object: 'balance', account_id: balance.accountId, billing: 'wallet', balance_usd: microsToUsd(balance.balanceMicros) },
+        );
       },
-      message: 'Account created. Store api_key now: it is shown once and cannot be recovered.',
-    });
-  });
-
-  router.get('/v1/accounts', requireProvisioningKey(platform), async (req, res) => {
-    const page = await listProvisionedAccounts(db, principalOf(req).accountId, listQuery.parse(req.query));
-    res.json({ ...page, data: page.data.map(formatAccount) });
-  });
-
-  router.get('/v1/accounts/:id', requireProvisioningKey(platform), async (req, res) => {
-    res.json(formatAccount(await getProvisionedAccount(db, principalOf(req).accountId, String(req.params.id))));
-  });
-
-  router.delete('/v1/accounts/:id', requireProvisioningKey(platform), async (req, res) => {
-    const closed = await closeProvisionedAccount(db, principalOf(req).accountId, String(req.params.id));
-    res.json({ id: closed.id, object: 'account', status: closed.status, deleted: true });
-  });
-
-  return router;
+    }),
+    // 201: a new resource exists. The ko_ key is in this response only.
+    route({
+      method: 'post', path: '/v1/accounts', surface, summary: 'Provision an account (its API key is in this response only)',
+      access: PROVISIONING_KEY, input: { body: createAccountBody }, response: { status: 201, description: 'Created' },
+      handler: async (req, res) => {
+        const body = createAccountBody.parse(req.body ?? {});
+        const created = await provisionAccount(
+          db,
+          principalOf(req).accountId,
+          { email: body.email, username: body.username, password: body.password, vaultPassword: body.vault_password, funding: fundingOf(body) },
+          { accountCap: config.ACCOUNT_CAP },
+        );
+        res.status(201).json({
+          account: { id: created.account.id, email: created.account.email, username: created.account.username, owner_type: created.account.owner_type },
+          api_key: created.apiKey.plaintext,
+          api_key_prefix: created.apiKey.displayPrefix,
+          credit: {
+            balance_usd: microsToUsd(created.credit.balanceMicros),
+            funding: created.credit.funding,
+            applied: created.credit.applied,
+            reason: created.credit.reason,
+          },
+          message: 'Account created. Store api_key now: it is shown once and cannot be recovered.',
+        });
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/accounts', surface, summary: 'List provisioned accounts', access: PROVISIONING_KEY, input: { query: listQuery },
+      handler: async (req, res) => {
+        const page = await listProvisionedAccounts(db, principalOf(req).accountId, listQuery.parse(req.query));
+        res.json({ ...page, data: page.data.map(formatAccount) });
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/accounts/:id', surface, summary: 'Retrieve a provisioned account', access: PROVISIONING_KEY,
+      handler: async (req, res) => {
+        res.json(formatAccount(await getProvisionedAccount(db, principalOf(req).accountId, String(req.params.id))));
+      },
+    }),
+    route({
+      method: 'delete', path: '/v1/accounts/:id', surface, summary: 'Close a provisioned account', access: PROVISIONING_KEY,
+      handler: async (req, res) => {
+        const closed = await closeProvisionedAccount(db, principalOf(req).accountId, String(req.params.id));
+        res.json({ id: closed.id, object: 'account', status: closed.status, deleted: true });
+      },
+    }),
+  ];
 }
 
 function fundingOf(body: CreateAccountBody): ProvisionFunding {

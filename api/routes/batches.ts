@@ -1,32 +1,46 @@
-import { Router, type Request } from 'express';
-import { cancelBatch, createBatch, formatBatch, getBatch, listBatches, type BatchRuntime } from '../../shared/batches/batches.js';
+import type { Request } from 'express';
+import { batchCreateBody, cancelBatch, createBatch, formatBatch, getBatch, listBatches, type BatchRuntime } from '../../shared/batches/batches.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
+import { pageQuery } from '../../shared/pagination.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { developerKey, route, type RouteDefinition } from '../route-table.js';
 
 /** Batches: JSONL files of requests run by a durable workflow each; callers poll the batch object. */
-export function batchRoutes(platform: GatewayServices): Router {
+export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
   const runtime: BatchRuntime = platform;
-  const router = Router();
   const developer = (req: Request) => principalOf(req).accountId;
-
-  router.post('/v1/batches', requireDeveloperKey(platform, 'api:write'), async (req, res) => {
-    const principal = principalOf(req);
-    // A linked account's batches are paid from its parent's wallet, as its synchronous calls are.
-    const payerAccountId = principal.kind === 'developer_key' ? principal.billingAccountId : principal.accountId;
-    res.json(formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, req.body)));
-  });
-
-  router.get('/v1/batches', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    res.json(await listBatches(platform.db, developer(req), req.query));
-  });
-
-  router.get('/v1/batches/:id', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    res.json(formatBatch(await getBatch(platform.db, developer(req), String(req.params.id))));
-  });
-
-  router.post('/v1/batches/:id/cancel', requireDeveloperKey(platform, 'api:write'), async (req, res) => {
-    res.json(formatBatch(await cancelBatch(runtime, developer(req), String(req.params.id))));
-  });
-
-  return router;
+  const surface = 'batches';
+  return [
+    route({
+      method: 'post', path: '/v1/batches', surface, summary: 'Create a batch from an uploaded JSONL file',
+      access: developerKey('api:write'), input: { body: batchCreateBody },
+      handler: async (req, res) => {
+        const principal = principalOf(req);
+        // A linked account's batches are paid from its parent's wallet, as its synchronous calls are.
+        const payerAccountId = principal.kind === 'developer_key' ? principal.billingAccountId : principal.accountId;
+        res.json(formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, req.body)));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/batches', surface, summary: 'List batches',
+      access: developerKey('api:read'), input: { query: pageQuery },
+      handler: async (req, res) => {
+        res.json(await listBatches(platform.db, developer(req), req.query));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/batches/:id', surface, summary: 'Retrieve a batch',
+      access: developerKey('api:read'),
+      handler: async (req, res) => {
+        res.json(formatBatch(await getBatch(platform.db, developer(req), String(req.params.id))));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/batches/:id/cancel', surface, summary: 'Cancel a batch',
+      access: developerKey('api:write'),
+      handler: async (req, res) => {
+        res.json(formatBatch(await cancelBatch(runtime, developer(req), String(req.params.id))));
+      },
+    }),
+  ];
 }

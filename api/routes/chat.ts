@@ -1,26 +1,38 @@
-import { Router, type Request, type Response } from 'express';
+import type { Request, Response } from 'express';
+import { z } from 'zod';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import type { ChatInput, ChatTarget } from '../../shared/inference/chat.js';
-import { newCompletionId } from '../../shared/inference/chat.js';
+import { chatCompletionBody, chatMessage, newCompletionId } from '../../shared/inference/chat.js';
 import { answerChat, modelHeaders, openChatStream, type ChatReply } from '../../shared/inference/chat-completions.js';
 import { IdempotencyStore } from '../../shared/inference/idempotency.js';
 import { fileStorageFor } from '../../shared/files/storage.js';
 import type { MeteredCall } from '../../shared/billing/metered-call.js';
 import { translateUpstream } from '../../shared/inference/upstream-call.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { abortWhenClientLeaves, meteredCall, meteredCallOf } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
+import { metered, route, type RouteDefinition } from '../route-table.js';
 
-export function chatRoutes(platform: GatewayServices): Router {
-  const router = Router();
+/** What the API documents: the body chat reads, with its messages spelled out. */
+const chatRequest = chatCompletionBody.extend({
+  model: z.union([z.string(), z.array(z.string())]).describe('A typed model reference (svc:, match:, slot:, dyn:) or a cascade of them.'),
+  messages: z.array(chatMessage).min(1),
+});
+
+export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
   const stores = { idempotency: new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX), files: fileStorageFor(platform.config) };
-  router.post('/v1/chat/completions', meteredCall(platform, { developer: 'api:chat', clientToken: 'chat' }), async (req, res) => {
-    const call = meteredCallOf(req);
-    const signal = abortWhenClientLeaves(res);
-    const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal });
-    if (answer.kind === 'stream') await relayStream(platform, req, res, call, answer.input, answer.target, signal);
-    else sendReply(res, answer.reply);
-  });
-  return router;
+  return [
+    route({
+      method: 'post', path: '/v1/chat/completions', surface: 'chat.completions', summary: 'Create a chat completion (server-sent events when stream is true)',
+      access: metered('api:chat', 'chat'), input: { body: chatRequest },
+      handler: async (req, res) => {
+        const call = meteredCallOf(req);
+        const signal = abortWhenClientLeaves(res);
+        const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal });
+        if (answer.kind === 'stream') await relayStream(platform, req, res, call, answer.input, answer.target, signal);
+        else sendReply(res, answer.reply);
+      },
+    }),
+  ];
 }
 
 function sendReply(res: Response, reply: ChatReply): void {

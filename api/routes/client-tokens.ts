@@ -1,34 +1,48 @@
-import { Router } from 'express';
-import { listClientTokens, mintClientToken, revokeAllClientTokens, revokeClientToken } from '../../shared/client-tokens/client-tokens.js';
+import { clientTokenFields, listClientTokens, mintClientToken, revokeAllClientTokens, revokeClientToken } from '../../shared/client-tokens/client-tokens.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
+import { pageQuery } from '../../shared/pagination.js';
+import { fieldsSchema } from '../../shared/validation.js';
+import { principalOf } from '../middleware/authenticate.js';
 import { callerIp } from '../middleware/client-token.js';
+import { developerKey, route, type RouteDefinition } from '../route-table.js';
 
 /**
  * Client tokens of a customer, managed from the developer's server with a `ko_` key (a client
  * token here is 403 endpoint_not_allowed_for_client_token). A path id is `cus_…` or `ext:<id>`.
  */
-export function clientTokenRoutes(platform: GatewayServices): Router {
+export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db } = platform;
-  const router = Router();
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;
-
-  router.post('/v1/customers/:id/client_tokens', requireDeveloperKey(platform, 'api:client_tokens'), async (req, res) => {
-    res.json(await mintClientToken(platform, developer(req), String(req.params.id), req.body, callerIp(req)));
-  });
-
-  router.get('/v1/customers/:id/client_tokens', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    res.json(await listClientTokens(db, developer(req), String(req.params.id), req.query));
-  });
-
-  router.post('/v1/customers/:id/client_tokens/revoke_all', requireDeveloperKey(platform, 'api:client_tokens'), async (req, res) => {
-    res.json(await revokeAllClientTokens(db, developer(req), String(req.params.id)));
-  });
-
-  router.delete('/v1/customers/:id/client_tokens/:jti', requireDeveloperKey(platform, 'api:client_tokens'), async (req, res) => {
-    await revokeClientToken(db, developer(req), String(req.params.id), String(req.params.jti));
-    res.status(204).end();
-  });
-
-  return router;
+  const surface = 'client_tokens';
+  return [
+    route({
+      method: 'post', path: '/v1/customers/:id/client_tokens', surface, summary: 'Mint a client token for a customer',
+      access: developerKey('api:client_tokens'), input: { body: fieldsSchema(clientTokenFields) },
+      handler: async (req, res) => {
+        res.json(await mintClientToken(platform, developer(req), String(req.params.id), req.body, callerIp(req)));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/customers/:id/client_tokens', surface, summary: "List a customer's live client tokens",
+      access: developerKey('api:read'), input: { query: pageQuery },
+      handler: async (req, res) => {
+        res.json(await listClientTokens(db, developer(req), String(req.params.id), req.query));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/customers/:id/client_tokens/revoke_all', surface, summary: "Revoke every client token of a customer",
+      access: developerKey('api:client_tokens'),
+      handler: async (req, res) => {
+        res.json(await revokeAllClientTokens(db, developer(req), String(req.params.id)));
+      },
+    }),
+    route({
+      method: 'delete', path: '/v1/customers/:id/client_tokens/:jti', surface, summary: 'Revoke one client token',
+      access: developerKey('api:client_tokens'), response: { status: 204, contentType: '', description: 'Revoked' },
+      handler: async (req, res) => {
+        await revokeClientToken(db, developer(req), String(req.params.id), String(req.params.jti));
+        res.status(204).end();
+      },
+    }),
+  ];
 }

@@ -1,33 +1,53 @@
-import { Router } from 'express';
-import { archiveCustomer, createCustomer, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
+import { z } from 'zod';
+import { archiveCustomer, createCustomer, customerFields, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
+import { pageQuery } from '../../shared/pagination.js';
+import { fieldsSchema } from '../../shared/validation.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { developerKey, route, type RouteDefinition } from '../route-table.js';
+
+const customerBody = fieldsSchema(customerFields);
 
 /** Customers: billing subjects of a developer's end users. A path id is `cus_…` or `ext:<external_id>`. */
-export function customerRoutes(platform: GatewayServices): Router {
+export function customerRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db } = platform;
-  const router = Router();
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;
-
-  router.post('/v1/customers', requireDeveloperKey(platform, 'api:write'), async (req, res) => {
-    res.json(formatCustomer(await createCustomer(db, developer(req), req.body)));
-  });
-
-  router.get('/v1/customers', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    res.json(await listCustomers(db, developer(req), req.query));
-  });
-
-  router.get('/v1/customers/:id', requireDeveloperKey(platform, 'api:read'), async (req, res) => {
-    res.json(formatCustomer(await getCustomer(db, developer(req), String(req.params.id))));
-  });
-
-  router.patch('/v1/customers/:id', requireDeveloperKey(platform, 'api:write'), async (req, res) => {
-    res.json(formatCustomer(await updateCustomer(db, developer(req), String(req.params.id), req.body)));
-  });
-
-  router.post('/v1/customers/:id/archive', requireDeveloperKey(platform, 'api:write'), async (req, res) => {
-    res.json(formatCustomer(await archiveCustomer(db, developer(req), String(req.params.id))));
-  });
-
-  return router;
+  const surface = 'customers';
+  return [
+    route({
+      method: 'post', path: '/v1/customers', surface, summary: 'Create a customer',
+      access: developerKey('api:write'), input: { body: customerBody },
+      handler: async (req, res) => {
+        res.json(formatCustomer(await createCustomer(db, developer(req), req.body)));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/customers', surface, summary: 'List customers',
+      access: developerKey('api:read'), input: { query: pageQuery.extend({ status: z.enum(['active', 'archived']).optional() }) },
+      handler: async (req, res) => {
+        res.json(await listCustomers(db, developer(req), req.query));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/customers/:id', surface, summary: 'Retrieve a customer',
+      access: developerKey('api:read'),
+      handler: async (req, res) => {
+        res.json(formatCustomer(await getCustomer(db, developer(req), String(req.params.id))));
+      },
+    }),
+    route({
+      method: 'patch', path: '/v1/customers/:id', surface, summary: 'Update a customer',
+      access: developerKey('api:write'), input: { body: customerBody },
+      handler: async (req, res) => {
+        res.json(formatCustomer(await updateCustomer(db, developer(req), String(req.params.id), req.body)));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/customers/:id/archive', surface, summary: 'Archive a customer',
+      access: developerKey('api:write'),
+      handler: async (req, res) => {
+        res.json(formatCustomer(await archiveCustomer(db, developer(req), String(req.params.id))));
+      },
+    }),
+  ];
 }

@@ -1,37 +1,46 @@
-import { Router } from 'express';
-import { generateImages, planImages, planSpeech, speak } from '../../shared/inference/media.js';
-import { MAX_AUDIO_BYTES, planTranscription, transcribe } from '../../shared/inference/transcriptions.js';
+import { generateImages, imageBody, planImages, planSpeech, speak, speechBody } from '../../shared/inference/media.js';
+import { MAX_AUDIO_BYTES, planTranscription, transcribe, transcriptionFields } from '../../shared/inference/transcriptions.js';
 import { readMultipart } from '../multipart.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { abortWhenClientLeaves, meteredCall, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
+import { metered, route, type RouteDefinition } from '../route-table.js';
+import { z } from 'zod';
 
 /** Images, text-to-speech and transcription: metered per image, per character and per second; not for client tokens. */
-export function mediaRoutes(platform: GatewayServices): Router {
-  const router = Router();
-  const governed = meteredCall(platform, { developer: 'api:chat', clientToken: null });
-
-  router.post('/v1/images/generations', governed, async (req, res) => {
-    const plan = await planImages(req.body, platform.providers);
-    const generated = await generateImages(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
-    setWalletHeaders(res, generated);
-    res.json(generated.body);
-  });
-
-  router.post('/v1/audio/speech', governed, async (req, res) => {
-    const plan = await planSpeech(req.body, platform.providers);
-    const spoken = await speak(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
-    setWalletHeaders(res, spoken);
-    res.setHeader('content-type', spoken.contentType);
-    res.send(spoken.audio);
-  });
-
-  router.post('/v1/audio/transcriptions', governed, async (req, res) => {
-    const body = await readMultipart(req, MAX_AUDIO_BYTES);
-    const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
-    const transcript = await transcribe(platform, meteredCallOf(req), plan, body.file!, abortWhenClientLeaves(res));
-    setWalletHeaders(res, transcript);
-    res.setHeader('content-type', transcript.contentType);
-    res.send(typeof transcript.body === 'string' ? transcript.body : JSON.stringify(transcript.body));
-  });
-  return router;
+export function mediaRoutes(platform: GatewayServices): RouteDefinition[] {
+  const access = metered('api:chat', null);
+  return [
+    route({
+      method: 'post', path: '/v1/images/generations', surface: 'images', summary: 'Generate images from a prompt', access, input: { body: imageBody },
+      handler: async (req, res) => {
+        const plan = await planImages(req.body, platform.providers);
+        const generated = await generateImages(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
+        setWalletHeaders(res, generated);
+        res.json(generated.body);
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/audio/speech', surface: 'audio.speech', summary: 'Speak text', access, input: { body: speechBody },
+      response: { contentType: 'audio/mpeg', description: 'The audio in the requested response_format' },
+      handler: async (req, res) => {
+        const plan = await planSpeech(req.body, platform.providers);
+        const spoken = await speak(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
+        setWalletHeaders(res, spoken);
+        res.setHeader('content-type', spoken.contentType);
+        res.send(spoken.audio);
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/audio/transcriptions', surface: 'audio.transcriptions', summary: 'Transcribe audio', access,
+      input: { body: transcriptionFields.extend({ file: z.string().meta({ format: 'binary' }) }), bodyEncoding: 'multipart' },
+      handler: async (req, res) => {
+        const body = await readMultipart(req, MAX_AUDIO_BYTES);
+        const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
+        const transcript = await transcribe(platform, meteredCallOf(req), plan, body.file!, abortWhenClientLeaves(res));
+        setWalletHeaders(res, transcript);
+        res.setHeader('content-type', transcript.contentType);
+        res.send(typeof transcript.body === 'string' ? transcript.body : JSON.stringify(transcript.body));
+      },
+    }),
+  ];
 }

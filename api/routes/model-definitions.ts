@@ -1,47 +1,73 @@
-import { Router, type Request } from 'express';
-import { formatProfile, formatSlot, getProfile, getSlot, listProfiles, listSlots, putProfile, putSlot, removeProfile, removeSlot } from '../../shared/models/definitions.js';
+import type { Request } from 'express';
+import { formatProfile, formatSlot, getProfile, getSlot, listProfiles, listSlots, profileBody, putProfile, putSlot, removeProfile, removeSlot, slotBody } from '../../shared/models/definitions.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
+import { pageQuery } from '../../shared/pagination.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { developerKey, route, type RouteDefinition } from '../route-table.js';
 
 /**
  * A developer's model definitions: slot aliases (/v1/model_slots) and dynamic profiles
  * (/v1/dynamic_profiles), each addressed by its name. PUT creates (201) or replaces (200);
  * reads need api:read, writes api:write; client tokens reach none of them.
  */
-export function modelDefinitionRoutes(platform: GatewayServices): Router {
+export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db } = platform;
-  const router = Router();
-  const read = requireDeveloperKey(platform, 'api:read');
-  const write = requireDeveloperKey(platform, 'api:write');
+  const read = developerKey('api:read');
+  const write = developerKey('api:write');
   const developer = (req: Request) => principalOf(req).accountId;
   const name = (req: Request) => String(req.params.name);
-
-  router.get('/v1/model_slots', read, async (req, res) => {
-    res.json(await listSlots(db, developer(req), req.query));
-  });
-  router.put('/v1/model_slots/:name', write, async (req, res) => {
-    const { created, ...row } = await putSlot(db, developer(req), name(req), req.body);
-    res.status(created ? 201 : 200).json(formatSlot(row));
-  });
-  router.get('/v1/model_slots/:name', read, async (req, res) => {
-    res.json(formatSlot(await getSlot(db, developer(req), name(req))));
-  });
-  router.delete('/v1/model_slots/:name', write, async (req, res) => {
-    res.json(await removeSlot(db, developer(req), name(req)));
-  });
-
-  router.get('/v1/dynamic_profiles', read, async (req, res) => {
-    res.json(await listProfiles(db, developer(req), req.query));
-  });
-  router.put('/v1/dynamic_profiles/:name', write, async (req, res) => {
-    const { created, ...row } = await putProfile(db, developer(req), name(req), req.body);
-    res.status(created ? 201 : 200).json(formatProfile(row));
-  });
-  router.get('/v1/dynamic_profiles/:name', read, async (req, res) => {
-    res.json(formatProfile(await getProfile(db, developer(req), name(req))));
-  });
-  router.delete('/v1/dynamic_profiles/:name', write, async (req, res) => {
-    res.json(await removeProfile(db, developer(req), name(req)));
-  });
-  return router;
+  const slots = 'model_slots';
+  const profiles = 'dynamic_profiles';
+  return [
+    route({
+      method: 'get', path: '/v1/model_slots', surface: slots, summary: 'List model slots', access: read, input: { query: pageQuery },
+      handler: async (req, res) => {
+        res.json(await listSlots(db, developer(req), req.query));
+      },
+    }),
+    route({
+      method: 'put', path: '/v1/model_slots/:name', surface: slots, summary: 'Create (201) or replace (200) a model slot', access: write, input: { body: slotBody },
+      handler: async (req, res) => {
+        const { created, ...row } = await putSlot(db, developer(req), name(req), req.body);
+        res.status(created ? 201 : 200).json(formatSlot(row));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/model_slots/:name', surface: slots, summary: 'Retrieve a model slot', access: read,
+      handler: async (req, res) => {
+        res.json(formatSlot(await getSlot(db, developer(req), name(req))));
+      },
+    }),
+    route({
+      method: 'delete', path: '/v1/model_slots/:name', surface: slots, summary: 'Delete a model slot', access: write,
+      handler: async (req, res) => {
+        res.json(await removeSlot(db, developer(req), name(req)));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/dynamic_profiles', surface: profiles, summary: 'List dynamic profiles', access: read, input: { query: pageQuery },
+      handler: async (req, res) => {
+        res.json(await listProfiles(db, developer(req), req.query));
+      },
+    }),
+    route({
+      method: 'put', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Create (201) or replace (200) a dynamic profile', access: write, input: { body: profileBody },
+      handler: async (req, res) => {
+        const { created, ...row } = await putProfile(db, developer(req), name(req), req.body);
+        res.status(created ? 201 : 200).json(formatProfile(row));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Retrieve a dynamic profile', access: read,
+      handler: async (req, res) => {
+        res.json(formatProfile(await getProfile(db, developer(req), name(req))));
+      },
+    }),
+    route({
+      method: 'delete', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Delete a dynamic profile', access: write,
+      handler: async (req, res) => {
+        res.json(await removeProfile(db, developer(req), name(req)));
+      },
+    }),
+  ];
 }

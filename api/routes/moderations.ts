@@ -1,13 +1,17 @@
-import { Router } from 'express';
-import { moderate, planModeration } from '../../shared/inference/moderations.js';
+import { moderate, moderationsBody, planModeration } from '../../shared/inference/moderations.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { abortWhenClientLeaves, meteredCall, meteredCallOf } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
+import { metered, route, type RouteDefinition } from '../route-table.js';
 
-export function moderationRoutes(platform: GatewayServices): Router {
-  const router = Router();
-  router.post('/v1/moderations', meteredCall(platform, { developer: 'api:chat', clientToken: 'moderations' }), async (req, res) => {
-    const plan = planModeration(req.body, platform.providers);
-    res.json(await moderate(platform, meteredCallOf(req), plan, { signal: abortWhenClientLeaves(res) }));
-  });
-  return router;
+export function moderationRoutes(platform: GatewayServices): RouteDefinition[] {
+  return [
+    route({
+      method: 'post', path: '/v1/moderations', surface: 'moderations', summary: 'Classify text for moderation (recorded, never charged)',
+      access: metered('api:chat', 'moderations'), input: { body: moderationsBody },
+      handler: async (req, res) => {
+        const plan = planModeration(req.body, platform.providers);
+        res.json(await moderate(platform, meteredCallOf(req), plan, { signal: abortWhenClientLeaves(res) }));
+      },
+    }),
+  ];
 }

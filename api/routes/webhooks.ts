@@ -1,6 +1,7 @@
-import { Router, type Request, type RequestHandler } from 'express';
-import { ServiceError, serviceError, type ErrorCode } from '../../shared/errors.js';
+import type { Request } from 'express';
+import { z } from 'zod';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { pageQuery } from '../../shared/pagination.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -13,72 +14,82 @@ import {
   rotateEndpointSecret,
   sendTestEvent,
   updateEndpoint,
+  WEBHOOK_BODIES,
 } from '../../shared/webhooks/endpoints.js';
-import { principalOf, requireDeveloperKey } from '../middleware/authenticate.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { route, type RouteAccess, type RouteDefinition } from '../route-table.js';
 
 /** Webhook endpoints (spec 1, "Webhooks"), all under the api:webhooks scope. */
-export function webhookRoutes(platform: GatewayServices): Router {
+export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db } = platform;
-  const router = Router();
-  const scope = requireDeveloperKey(platform, 'api:webhooks');
+  const access: RouteAccess = { kind: 'developer_key', scope: 'api:webhooks' };
   const developer = (req: Request) => principalOf(req).accountId;
   const id = (req: Request) => String(req.params.id);
-
-  router.post('/v1/webhooks', scope, async (req, res) => {
-    res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body), { withSecret: true }));
-  });
-
-  router.get('/v1/webhooks', scope, async (req, res) => {
-    res.json(await listEndpoints(db, developer(req), req.query));
-  });
-
-  router.get('/v1/webhooks/:id', scope, async (req, res) => {
-    res.json(formatEndpoint(await getEndpoint(db, developer(req), id(req))));
-  });
-
-  router.patch('/v1/webhooks/:id', scope, async (req, res) => {
-    res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), req.body)));
-  });
-
-  router.delete('/v1/webhooks/:id', scope, async (req, res) => {
-    await deleteEndpoint(db, developer(req), id(req));
-    res.status(204).end();
-  });
-
-  router.post('/v1/webhooks/:id/rotate_secret', scope, async (req, res) => {
-    res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), req.body), { withSecret: true }));
-  });
-
-  router.post('/v1/webhooks/:id/test', scope, async (req, res) => {
-    res.json(formatDelivery(await sendTestEvent(platform, developer(req), id(req))));
-  });
-
-  router.get('/v1/webhooks/:id/deliveries', scope, async (req, res) => {
-    res.json(await listEndpointDeliveries(db, developer(req), id(req), req.query));
-  });
-
-  router.post('/v1/webhooks/:id/deliveries/:deliveryId/retry', scope, async (req, res) => {
-    res.json(formatDelivery(await retryDelivery(platform, developer(req), id(req), String(req.params.deliveryId))));
-  });
-
-  // The second reference form of registration: its documented errors are 401 invalid_api_key and 400 invalid_url.
-  router.post('/v1/webhook_endpoints', asInvalidApiKey(scope), async (req, res) => {
-    res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body, 'webhook_endpoints'), { withSecret: true }));
-  });
-
-  return router;
-}
-
-const KEY_PROBLEMS = new Set<ErrorCode>(['missing_token', 'invalid_token_format', 'invalid_token']);
-
-/** A missing, malformed or unknown key is the one documented 401 invalid_api_key. */
-function asInvalidApiKey(authenticate: RequestHandler): RequestHandler {
-  return async (req, res, next) => {
-    try {
-      await authenticate(req, res, next);
-    } catch (error) {
-      if (error instanceof ServiceError && KEY_PROBLEMS.has(error.code)) throw serviceError('invalid_api_key');
-      throw error;
-    }
-  };
+  const surface = 'webhooks';
+  return [
+    route({
+      method: 'post', path: '/v1/webhooks', surface, summary: 'Register a webhook endpoint (its signing secret is in this response only)', access, input: { body: WEBHOOK_BODIES.webhooks },
+      handler: async (req, res) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body), { withSecret: true }));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/webhooks', surface, summary: 'List webhook endpoints', access,
+      input: { query: pageQuery.extend({ status: z.enum(['active', 'paused', 'disabled_after_failures']).optional() }) },
+      handler: async (req, res) => {
+        res.json(await listEndpoints(db, developer(req), req.query));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/webhooks/:id', surface, summary: 'Retrieve a webhook endpoint', access,
+      handler: async (req, res) => {
+        res.json(formatEndpoint(await getEndpoint(db, developer(req), id(req))));
+      },
+    }),
+    route({
+      method: 'patch', path: '/v1/webhooks/:id', surface, summary: 'Update, pause or re-enable a webhook endpoint', access, input: { body: WEBHOOK_BODIES.patch },
+      handler: async (req, res) => {
+        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), req.body)));
+      },
+    }),
+    route({
+      method: 'delete', path: '/v1/webhooks/:id', surface, summary: 'Delete a webhook endpoint', access, response: { status: 204, contentType: '', description: 'Deleted' },
+      handler: async (req, res) => {
+        await deleteEndpoint(db, developer(req), id(req));
+        res.status(204).end();
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate },
+      handler: async (req, res) => {
+        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), req.body), { withSecret: true }));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/webhooks/:id/test', surface, summary: 'Send a test event to the endpoint', access,
+      handler: async (req, res) => {
+        res.json(formatDelivery(await sendTestEvent(platform, developer(req), id(req))));
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: pageQuery },
+      handler: async (req, res) => {
+        res.json(await listEndpointDeliveries(db, developer(req), id(req), req.query));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/webhooks/:id/deliveries/:deliveryId/retry', surface, summary: 'Deliver a failed delivery again', access,
+      handler: async (req, res) => {
+        res.json(formatDelivery(await retryDelivery(platform, developer(req), id(req), String(req.params.deliveryId))));
+      },
+    }),
+    // The second reference form of registration: its documented errors are 401 invalid_api_key and 400 invalid_url.
+    route({
+      method: 'post', path: '/v1/webhook_endpoints', surface, summary: 'Register a webhook endpoint (second reference form)',
+      access: { ...access, keyErrorsAs: 'invalid_api_key' }, input: { body: WEBHOOK_BODIES.webhook_endpoints },
+      handler: async (req, res) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body, 'webhook_endpoints'), { withSecret: true }));
+      },
+    }),
+  ];
 }

@@ -41,7 +41,7 @@ export interface BatchRuntime {
   logger: Logger;
 }
 
-const body = z.object({
+export const batchCreateBody = z.object({
   input_file_id: z.unknown().optional(),
   endpoint: z.unknown().optional(),
   completion_window: z.unknown().optional(),
@@ -54,7 +54,7 @@ const body = z.object({
  * which the worker's recovery sweep starts later under the same id.
  */
 export async function createBatch(runtime: BatchRuntime, caller: { developerId: string; payerAccountId: string }, raw: unknown): Promise<repo.BatchRow> {
-  const parsed = body.strict().safeParse(raw ?? {});
+  const parsed = batchCreateBody.strict().safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = issue.code === 'unrecognized_keys' ? issue.keys[0] : issue.path.join('.');

@@ -12,7 +12,7 @@ import * as repo from './repository.js';
  * adjust moves money in, a negative adjust moves it back. Both sides get a ledger row in the
  * same transaction, so the platform never creates money and never loses it.
  */
-const body = z.object({ amount_usd: z.unknown().optional() }).strict();
+export const walletAmountBody = z.object({ amount_usd: z.unknown().optional() }).strict();
 
 export async function topUpCustomerWallet(db: Db, config: Pick<Config, 'WALLET_ADJUST_CAP_USD'>, developerId: string, customerRef: string, input: unknown) {
   const amount = parseAmount(input, config.WALLET_ADJUST_CAP_USD);
@@ -43,7 +43,7 @@ async function move(db: Db, developerId: string, customerRef: string, amountMicr
 
 /** A non-zero finite number of USD whose magnitude is within the per-call cap. */
 function parseAmount(input: unknown, capUsd: number): number {
-  const parsed = body.safeParse(input ?? {});
+  const parsed = walletAmountBody.safeParse(input ?? {});
   if (!parsed.success) {
     const unknown = parsed.error.issues.find((issue) => issue.code === 'unrecognized_keys');
     throw serviceError('invalid_request', { param: unknown ? String((unknown as { keys: string[] }).keys[0]) : undefined, message: 'The body takes amount_usd only.' });

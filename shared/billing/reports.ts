@@ -10,14 +10,14 @@ import * as repo from './repository.js';
  * developer billed minus the raw provider cost. Dates are YYYY-MM-DD (UTC), `end` inclusive;
  * the default range is the current UTC month.
  */
-const query = z.object({
+export const usageQuery = z.object({
   start: z.iso.date().optional(),
   end: z.iso.date().optional(),
   group_by: z.enum(['day', 'model']).default('day'),
 });
 
 export async function usageReport(db: Db, developerId: string, input: unknown, customerRef?: string) {
-  const parsed = query.safeParse(input);
+  const parsed = usageQuery.safeParse(input);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw serviceError('invalid_request', { param: String(issue.path[0] ?? ''), message: `${String(issue.path[0])}: ${issue.message}` });

@@ -30,7 +30,7 @@ const MINTS_PER_MINUTE = 100;
 /** Spec 1 fixes the mint refusal's Retry-After at 60 (the window), rather than the sliding window's estimate. */
 const MINT_RETRY_AFTER_SECONDS = 60;
 
-const FIELDS: FieldRules = {
+export const clientTokenFields: FieldRules = {
   ttl_seconds: { schema: z.number().int().min(60).max(3600), code: 'invalid_ttl' },
   scope: { schema: z.array(z.enum(CLIENT_TOKEN_SCOPES)).min(1), code: 'invalid_scope' },
   rpm_limit: { schema: z.number().int().min(1).max(600), code: 'invalid_rpm_limit' },
@@ -68,7 +68,7 @@ export async function mintClientToken(
   const customer = await getCustomer(platform.db, developerId, customerReference);
   // An archived customer makes no calls, so a token for it could never be used.
   if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'That customer is archived; client tokens can only be minted for active customers.' });
-  const input = parseFields<MintInput>(body ?? {}, FIELDS);
+  const input = parseFields<MintInput>(body ?? {}, clientTokenFields);
 
   const cap = customer.rpm_limit;
   if (input.rpm_limit !== undefined && cap !== null && input.rpm_limit > cap) {

@@ -18,7 +18,7 @@ const nonNegative = z.number().finite().min(0);
 const positiveInteger = z.number().int().positive().max(2_147_483_647);
 
 /** Spec 1's customer fields, each with the code its validation failure carries. */
-const FIELDS: FieldRules = {
+export const customerFields: FieldRules = {
   external_id: { schema: EXTERNAL_ID.nullable(), code: 'invalid_external_id' },
   monthly_budget_usd: { schema: nonNegative.max(1e9).nullable(), code: 'invalid_monthly_budget_usd' },
   rpm_limit: { schema: positiveInteger.nullable(), code: 'invalid_rpm_limit' },
@@ -57,7 +57,7 @@ function toValues(input: Partial<CustomerInput>): repo.CustomerValues {
 
 /** Creates a customer and records customer.created in the same transaction. */
 export async function createCustomer(db: Db, developerId: string, body: unknown): Promise<repo.CustomerRow> {
-  const values = toValues(parseFields<CustomerInput>(body ?? {}, FIELDS));
+  const values = toValues(parseFields<CustomerInput>(body ?? {}, customerFields));
   return withTransaction(db, async (tx) => {
     const customer = await repo.insertCustomer(tx, developerId, newId('cus_'), values, false);
     if (!customer) throw serviceError('external_id_taken', { param: 'external_id' });
@@ -68,7 +68,7 @@ export async function createCustomer(db: Db, developerId: string, body: unknown)
 
 /** A patch must name at least one updatable field; both billable defaults may never be set at once. */
 export async function updateCustomer(db: Db, developerId: string, reference: string, body: unknown): Promise<repo.CustomerRow> {
-  const input = parseFields<CustomerInput>(body, FIELDS);
+  const input = parseFields<CustomerInput>(body, customerFields);
   if (Object.keys(input).length === 0) throw serviceError('empty_patch');
   const existing = await getCustomer(db, developerId, reference);
   const values = toValues(input);

@@ -18,7 +18,7 @@ import type { ChatMessage, ChatRequest, ChatResult, ChatStreamEvent, ProviderAda
  */
 const MAX_MESSAGES_BYTES = 100_000;
 
-const message = z.object({
+export const chatMessage = z.object({
   role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
   content: z.union([z.string(), z.array(z.record(z.string(), z.unknown())), z.null()]).optional(),
   name: z.string().optional(),
@@ -27,7 +27,7 @@ const message = z.object({
   cache_control: z.object({ type: z.literal('ephemeral'), ttl: z.enum(['5m', '1h']).optional() }).optional(),
 });
 
-const body = z.object({
+export const chatCompletionBody = z.object({
   model: z.unknown().optional(),
   messages: z.unknown().optional(),
   stream: z.boolean().optional(),
@@ -59,7 +59,7 @@ export interface ChatInput {
 export function parseChatInput(raw: unknown, headers: { idempotencyKey: string | undefined }): ChatInput {
   // JSON that parsed but is not an object (an array, a string, a number) cannot be a request.
   if (raw !== undefined && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) throw serviceError('malformed_json');
-  const parsed = body.safeParse(raw ?? {});
+  const parsed = chatCompletionBody.safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
@@ -68,7 +68,7 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
   const plan = parseModelField(input.model);
   if (!Array.isArray(input.messages) || input.messages.length === 0) throw serviceError('missing_messages', { param: 'messages' });
   const messages = input.messages.map((entry, i) => {
-    const checked = message.safeParse(entry);
+    const checked = chatMessage.safeParse(entry);
     if (!checked.success) throw serviceError('invalid_request', { param: `messages.${i}.${checked.error.issues[0]!.path.join('.')}`.replace(/\.$/, ''), message: `messages[${i}]: ${checked.error.issues[0]!.message}` });
     return checked.data as ChatMessage;
   });

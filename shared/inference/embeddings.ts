@@ -17,7 +17,7 @@ export const DEFAULT_EMBEDDING_MODEL = 'text-embedding-3-small';
 const MAX_INPUTS = 2_048;
 const MAX_INPUT_CHARACTERS = 100_000;
 
-const body = z.object({
+export const embeddingsBody = z.object({
   model: z.unknown().optional(),
   input: z.unknown().optional(),
   dimensions: z.unknown().optional(),
@@ -34,7 +34,7 @@ export interface EmbeddingsPlan {
 }
 
 export function planEmbeddings(raw: unknown, providers: ProviderRegistry): EmbeddingsPlan {
-  const parsed = body.safeParse(raw ?? {});
+  const parsed = embeddingsBody.safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });

@@ -32,7 +32,7 @@ function parse<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
   return parsed.data;
 }
 
-const imageBody = z.object({
+export const imageBody = z.object({
   model: z.unknown().optional(),
   prompt: z.string().min(1).max(32_000),
   n: z.number().int().min(1).max(4).default(1),
@@ -49,7 +49,7 @@ export async function planImages(raw: unknown, providers: ProviderRegistry) {
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
 
-const speechBody = z.object({
+export const speechBody = z.object({
   model: z.unknown().optional(),
   input: z.string().min(1).max(4_096),
   voice: z.string().min(1).max(64),

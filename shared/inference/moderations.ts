@@ -12,7 +12,7 @@ import { callUpstream } from './upstream-call.js';
 /** POST /v1/moderations, up to the provider call: metered at zero, so it is free but still recorded. */
 export const DEFAULT_MODERATION_MODEL = 'omni-moderation-latest';
 
-const body = z.object({ input: z.unknown().optional(), model: z.string().optional() });
+export const moderationsBody = z.object({ input: z.unknown().optional(), model: z.string().optional() });
 
 export interface ModerationPlan {
   model: CatalogModel;
@@ -21,7 +21,7 @@ export interface ModerationPlan {
 }
 
 export function planModeration(raw: unknown, providers: ProviderRegistry): ModerationPlan {
-  const parsed = body.safeParse(raw ?? {});
+  const parsed = moderationsBody.safeParse(raw ?? {});
   if (!parsed.success) throw serviceError('invalid_request', { param: String(parsed.error.issues[0]!.path[0] ?? ''), message: parsed.error.issues[0]!.message });
   const { input, model: requested } = parsed.data;
   if (input === undefined || input === '' || (Array.isArray(input) && input.length === 0)) throw serviceError('missing_input', { param: 'input' });

@@ -16,7 +16,7 @@ const MAX_DOCUMENTS = 1_000;
 const MAX_QUERY_CHARACTERS = 10_000;
 const MAX_DOCUMENT_CHARACTERS = 100_000;
 
-const body = z.object({
+export const rerankBody = z.object({
   model: z.unknown().optional(),
   query: z.string({ error: 'query must be a string' }),
   documents: z.unknown().optional(),
@@ -34,7 +34,7 @@ export interface RerankPlan {
 }
 
 export function planRerank(raw: unknown, providers: ProviderRegistry): RerankPlan {
-  const parsed = body.safeParse(raw ?? {});
+  const parsed = rerankBody.safeParse(raw ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });

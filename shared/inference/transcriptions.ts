@@ -17,7 +17,7 @@ export const MAX_AUDIO_BYTES = 25 * 1024 * 1024;
 /** Reserved before the duration is known: the longest audio 25 MB can hold at 8 kbit/s. */
 const MAX_RESERVED_MINUTES = Math.ceil(MAX_AUDIO_BYTES / 1000 / 60);
 
-const fields = z.object({
+export const transcriptionFields = z.object({
   model: z.string().optional(),
   response_format: z.enum(['json', 'text', 'srt', 'verbose_json', 'vtt']).default('json'),
   language: z.string().max(16).optional(),
@@ -35,7 +35,7 @@ export interface TranscriptionPlan {
 }
 
 export async function planTranscription(raw: Record<string, string>, hasFile: boolean, providers: ProviderRegistry): Promise<TranscriptionPlan> {
-  const parsed = fields.safeParse(raw);
+  const parsed = transcriptionFields.safeParse(raw);
   if (!parsed.success) throw serviceError('invalid_request', { param: String(parsed.error.issues[0]!.path[0]), message: parsed.error.issues[0]!.message });
   if (!parsed.data.model) throw serviceError('missing_model', { param: 'model' });
   if (!hasFile) throw serviceError('missing_file', { param: 'file' });

@@ -30,8 +30,8 @@ export function resolutionContextFor(platform: Pick<GatewayServices, 'db'>, deve
 }
 
 const description = z.string().max(512).nullable().optional();
-const slotBody = z.strictObject({ target: z.string().min(1).max(512), description });
-const profileBody = z.strictObject({
+export const slotBody = z.strictObject({ target: z.string().min(1).max(512), description });
+export const profileBody = z.strictObject({
   description,
   rules: z.array(z.strictObject({ when: ruleConditions, model: z.string().min(1).max(512) })).max(MAX_PROFILE_RULES).optional(),
   default_model: z.string().min(1).max(512),

@@ -33,12 +33,20 @@ const URL_ERRORS: Record<RegistrationForm, WebhookUrlErrors> = {
   webhook_endpoints: { missing: 'invalid_url', insecure: 'invalid_url', malformed: 'invalid_url' },
 };
 
-const FIELDS = {
-  webhooks: ['url', 'events', 'description', 'rotation_grace_minutes'],
-  webhook_endpoints: ['url', 'events', 'description', 'rotation_grace_minutes'],
-  patch: ['url', 'events', 'description', 'rotation_grace_minutes', 'status'],
-  rotate: ['rotation_grace_minutes'],
-} as const;
+const url = z.string().describe('An https URL that accepts POST requests.');
+const events = z.array(z.string()).min(1).describe('Event types to deliver (see docs/webhooks.md).');
+const endpointDescription = z.string().max(MAX_DESCRIPTION_LENGTH).nullable();
+const rotationGrace = z.number().int().min(0).max(MAX_ROTATION_GRACE_MINUTES);
+
+/** The bodies each form accepts; their field names are what a request may send (semantic checks follow in code). */
+export const WEBHOOK_BODIES = {
+  webhooks: z.strictObject({ url, events, description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional() }),
+  webhook_endpoints: z.strictObject({ url, events, description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional() }),
+  patch: z.strictObject({ url: url.optional(), events: events.optional(), description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional(), status: z.enum(['active', 'paused']).optional() }),
+  rotate: z.strictObject({ rotation_grace_minutes: rotationGrace.optional() }),
+};
+
+const FIELDS = Object.fromEntries(Object.entries(WEBHOOK_BODIES).map(([form, schema]) => [form, Object.keys(schema.shape)])) as Record<keyof typeof WEBHOOK_BODIES, string[]>;
 
 function bodyObject(body: unknown, allowed: readonly string[], optional = false): Record<string, unknown> {
   if ((body === undefined || body === null) && optional) return {};
@@ -68,7 +76,7 @@ function parseEvents(value: unknown): string[] {
   return [...new Set(value as string[])];
 }
 
-const graceSchema = z.number().int().min(0).max(MAX_ROTATION_GRACE_MINUTES);
+const graceSchema = rotationGrace;
 function parseGrace(value: unknown): number {
   const parsed = graceSchema.safeParse(value);
   if (!parsed.success) throw serviceError('invalid_rotation_grace', { param: 'rotation_grace_minutes' });
