@@ -39,15 +39,16 @@ afterAll(async () => {
 });
 
 describe('the hive migration', () => {
-  it('creates schema hive with one version row, apart from the gateway tables', async () => {
+  it('creates schema hive holding exactly one version row', async () => {
     const { rows: schemas } = await hive.db.query(`SELECT schema_name FROM information_schema.schemata WHERE schema_name = 'hive'`);
     expect(schemas).toEqual([{ schema_name: 'hive' }]);
     const { rows } = await hive.db.query('SELECT version FROM hive.schema_info');
-    expect(rows).toEqual([{ version: '1' }]);
-    const { rows: tables } = await hive.db.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'hive' ORDER BY table_name`);
-    expect(tables.map((row) => row.table_name)).toEqual(['schema_info']);
-    // The table holds one row at most: a second version row is refused.
-    await expect(hive.db.query(`INSERT INTO hive.schema_info (version) VALUES ('2')`)).rejects.toThrow(/duplicate key/);
+    expect(rows).toEqual([{ version: expect.stringMatching(/\S/) }]);
+    // A second version row is refused: there is one version of the schema.
+    await expect(hive.db.query(`INSERT INTO hive.schema_info (version) VALUES ('another')`)).rejects.toThrow(/duplicate key/);
+    // The gateway's tables stay where they were.
+    const { rows: gatewayTables } = await hive.db.query(`SELECT table_schema FROM information_schema.tables WHERE table_name = 'wallets'`);
+    expect(gatewayTables).toEqual([{ table_schema: 'public' }]);
   });
 });
 
@@ -57,16 +58,18 @@ describe('GET /v1/health of the hive', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('cache-control')).toBe('no-store');
     expect(response.headers.get('x-request-id')).toMatch(/^req_/);
-    expect(response.body).toEqual({ status: 'ok', server: 'memory-hive', schema: '1', embedding_model: 'svc:openai/text-embedding-3-small' });
+    const { rows } = await hive.db.query('SELECT version FROM hive.schema_info');
+    expect(response.body).toEqual({ status: 'ok', server: 'memory-hive', schema: rows[0].version, embedding_model: 'svc:openai/text-embedding-3-small' });
   });
 
   it('reports whatever version the database holds', async () => {
-    await hive.db.query(`UPDATE hive.schema_info SET version = '1-test'`);
+    const { rows } = await hive.db.query('SELECT version FROM hive.schema_info');
+    await hive.db.query(`UPDATE hive.schema_info SET version = 'set-by-test'`);
     try {
       const response = await call(hiveServer.baseUrl, '/v1/health');
-      expect(response.body.schema).toBe('1-test');
+      expect(response.body.schema).toBe('set-by-test');
     } finally {
-      await hive.db.query(`UPDATE hive.schema_info SET version = '1'`);
+      await hive.db.query('UPDATE hive.schema_info SET version = $1', [rows[0].version]);
     }
   });
 
@@ -77,7 +80,7 @@ describe('GET /v1/health of the hive', () => {
       const response = await call(away.baseUrl, '/v1/health');
       expect(response.status).toBe(503);
       expect(Object.keys(response.body)).toEqual(['error']);
-      expect(response.body.error).toMatch(/^The hive's database is unreachable: /);
+      expect(response.body.error).toMatch(/^The hive cannot read its database: /);
     } finally {
       await away.close();
     }

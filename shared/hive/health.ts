@@ -26,7 +26,7 @@ export async function checkHiveHealth(hive: Pick<HiveServices, 'db' | 'embedding
     const schema = await Promise.race([readSchemaVersion(hive.db), deadline]);
     return { status: 'ok', server: 'memory-hive', schema, embedding_model: hive.embeddingModel.id };
   } catch (error) {
-    throw hiveError(503, `The hive's database is unreachable: ${error instanceof Error ? error.message : String(error)}`);
+    throw hiveError(503, `The hive cannot read its database: ${error instanceof Error ? error.message : String(error)}`);
   } finally {
     clearTimeout(timer);
   }
