@@ -1,13 +1,20 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import { serviceError, toEnvelope, type ErrorCode } from '../shared/errors.js';
+import { serviceError, toEnvelope, type ErrorCode, type ServiceError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+
+export interface ListenOptions {
+  /** The body of an error the app itself never sees; the gateway's envelope unless the app has its own (the hive). */
+  errorBody?: (error: ServiceError) => unknown;
+}
 
 /**
  * The HTTP server of an app. Requests Node's parser rejects before Express sees them (a broken
- * header, oversized headers) still get the one envelope, not a bare status line.
+ * header, oversized headers) still get the app's error body, not a bare status line.
  */
-export function listen(app: Express, port: number, host: string): Promise<http.Server> {
+export function listen(app: Express, port: number, host: string, options: ListenOptions = {}): Promise<http.Server> {
+  const errorBody = options.errorBody ?? toEnvelope;
   const server = http.createServer(
     {
       IncomingMessage: bornWith<typeof http.IncomingMessage>(http.IncomingMessage, app.request),
@@ -22,7 +29,7 @@ export function listen(app: Express, port: number, host: string): Promise<http.S
     if (!socket.writable || (error as { code?: string }).code === 'ECONNRESET') return socket.destroy();
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
     const code: ErrorCode = tooLarge ? 'request_too_large' : 'invalid_request';
-    const body = JSON.stringify(toEnvelope(serviceError(code, { message: tooLarge ? 'The request headers are too large.' : 'The HTTP request is malformed.' })));
+    const body = JSON.stringify(errorBody(serviceError(code, { message: tooLarge ? 'The request headers are too large.' : 'The HTTP request is malformed.' })));
     const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   });
@@ -55,4 +62,29 @@ function bornWith<Constructor extends new (...args: never[]) => object>(base: Co
 export function serverUrl(server: http.Server): string {
   const { address, port } = server.address() as AddressInfo;
   return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+}
+
+/** How long a stopping server waits for requests in flight before it cuts their connections. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * On SIGTERM or SIGINT: stop accepting, let requests in flight finish (at most SHUTDOWN_GRACE_MS),
+ * close the process's connections, exit 0. A second signal while stopping changes nothing.
+ */
+export function stopOnSignals(server: http.Server, services: { logger: Logger; close(): Promise<void> }, name: string): void {
+  let stopping = false;
+  async function stop(signal: string): Promise<void> {
+    if (stopping) return;
+    stopping = true;
+    services.logger.info({ signal }, `${name} stopping`);
+    const forced = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    await closed;
+    clearTimeout(forced);
+    await services.close();
+    process.exit(0);
+  }
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 }

@@ -1,7 +1,7 @@
 /**
  * `npm start` and `npm test` after scripts/ensure-deps.sh has installed what was missing:
  * runs the Temporal dev server unless TEMPORAL_ADDRESS names one, creates and migrates the
- * database, then starts the API and the worker (start) or runs vitest (test).
+ * database, then starts the API, the worker and the memory hive (start) or runs vitest (test).
  * Ctrl-C (or SIGTERM) stops exactly what this command started.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -44,7 +44,7 @@ let stopping: Promise<void> | undefined;
 
 function stopAll(exitCode: number): Promise<void> {
   stopping ??= (async () => {
-    // Reverse start order: the API and worker first, Temporal next, then services ensure-deps started.
+    // Reverse start order: the hive, API and worker first, Temporal next, then services ensure-deps started.
     for (const child of [...children].reverse()) await stopChild(child);
     await stopRecordedServices(recordedServices, say);
     process.exit(exitCode);
@@ -113,7 +113,9 @@ async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()) };
   spawnNode('workers/main.ts', env, WORKER_NODE_ARGS);
   spawnNode('api/main.ts', env, API_NODE_ARGS);
+  spawnNode('api/hive/main.ts', env);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
+  await waitForHive(`${config.hiveBaseUrl}/v1/health`);
   const lines = [
     '',
     health.status === 'ok'
@@ -122,6 +124,8 @@ async function startPlatform(temporalAddress: string): Promise<void> {
     `  Gateway API      ${config.publicBaseUrl}/v1`,
     `  Health           ${config.publicBaseUrl}/v1/health`,
     `  Metrics          ${config.publicBaseUrl}/metrics`,
+    `  Memory hive      ${config.hiveBaseUrl}/v1`,
+    `  Hive health      ${config.hiveBaseUrl}/v1/health`,
     `  Temporal Web UI  ${config.temporalUiUrl}`,
     '  Operator CLI     npm run admin -- help',
     '',
@@ -179,6 +183,16 @@ async function waitForGreenHealth(url: string): Promise<{ status: string; failin
   }
   if (!last) throw new Error(`the API did not answer at ${url} within 60 s`);
   return last;
+}
+
+/** Waits until the memory hive answers its health with 200 (it serves once the database answers), at most a minute. */
+async function waitForHive(url: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline && !stopping) {
+    if (await fetch(url).then((response) => response.ok, () => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  if (!stopping) throw new Error(`the memory hive did not answer at ${url} within 60 s`);
 }
 
 async function runTests(temporalAddress: string): Promise<void> {

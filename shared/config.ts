@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { readFileSync } from 'node:fs';
+import { catalogModel } from './models/catalog.js';
 import { providerSettingsFromEnv, type ProviderSettings, type ServiceAccountKey } from './providers/settings.js';
 
 /**
@@ -48,6 +49,17 @@ const configSchema = z.object({
   JSON_BODY_LIMIT: byteSize.default(64 * 1024 * 1024),
   /** Trust X-Forwarded-For from this many proxy hops (0 = use the socket address). */
   TRUST_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
+
+  /** The memory-hive server (spec 3): its own app and port beside the gateway, in the same database. */
+  HIVE_HOST: z.string().min(1).default('127.0.0.1'),
+  HIVE_PORT: z.coerce.number().int().min(0).max(65535).default(8090),
+  /** Largest JSON body the hive accepts: its requests carry text (memories, events, tasks), not media. */
+  HIVE_JSON_BODY_LIMIT: byteSize.default(1024 * 1024),
+  /** The model the hive embeds memories with: a concrete embedding id of the catalog (shared/models/catalog.ts). */
+  HIVE_EMBEDDING_MODEL: z
+    .string()
+    .refine((id) => catalogModel(id)?.kind === 'embedding', 'an embedding model id of the catalog, such as svc:openai/text-embedding-3-small')
+    .default('svc:openai/text-embedding-3-small'),
 
   DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/svc_platform'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
@@ -151,6 +163,8 @@ export type Config = z.infer<typeof configSchema> & {
   temporalAddress: string;
   temporalUiUrl: string;
   publicBaseUrl: string;
+  /** Where the memory hive answers: http://HIVE_HOST:HIVE_PORT. */
+  hiveBaseUrl: string;
   dataDir: string;
 };
 
@@ -177,6 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     temporalAddress: values.TEMPORAL_ADDRESS ?? devTemporal,
     temporalUiUrl: values.TEMPORAL_UI_URL ?? `http://127.0.0.1:${values.TEMPORAL_DEV_UI_PORT}`,
     publicBaseUrl: values.PUBLIC_BASE_URL ?? `http://${displayHost(values.API_HOST)}:${values.API_PORT}`,
+    hiveBaseUrl: `http://${displayHost(values.HIVE_HOST)}:${values.HIVE_PORT}`,
     dataDir: path.resolve(values.DATA_DIR),
     providers: providerSettingsFromEnv(env, readServiceAccountFile),
   };

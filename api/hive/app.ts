@@ -1,0 +1,31 @@
+import express, { type Express } from 'express';
+import type { HiveServices } from '../../shared/composition/hive.js';
+import { requestId } from '../middleware/request-id.js';
+import { requestLog } from '../middleware/request-log.js';
+import { errorHandler, notFound } from './errors.js';
+import { healthRoutes } from './routes/health.js';
+
+/**
+ * The memory hive's HTTP front door (spec 3), a server of its own beside the gateway. The same
+ * order as the gateway's: the request id first (every response carries it), the access log, body
+ * parsing with the hive's size limit, the routes, and last the one error handler that writes every
+ * non-2xx body in the hive's shape.
+ */
+export function createHiveApp(hive: HiveServices): Express {
+  const { config, logger } = hive;
+  const app = express();
+  app.disable('x-powered-by');
+  // Nothing the hive answers is revalidated by its clients; no ETag hashing of every body.
+  app.set('etag', false);
+  app.set('trust proxy', config.TRUST_PROXY_HOPS);
+
+  app.use(requestId);
+  app.use(requestLog(app, logger));
+  app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+
+  app.use(healthRoutes(hive));
+
+  app.use(notFound);
+  app.use(errorHandler);
+  return app;
+}

@@ -1,0 +1,21 @@
+import type { Config } from '../config.js';
+import { createLogger } from '../logger.js';
+import { catalogModel, type CatalogModel } from '../models/catalog.js';
+import { createInfrastructure, type Infrastructure } from '../platform/infrastructure.js';
+
+/**
+ * The memory hive's composition root: the process's infrastructure plus the hive's own services.
+ * None of the gateway's services (metering, rate limits, providers, client tokens) are built here:
+ * the hive is a server of its own that shares the database, not the gateway's domains.
+ */
+export interface HiveServices extends Infrastructure {
+  /** The catalog model the hive embeds memories with (HIVE_EMBEDDING_MODEL). */
+  embeddingModel: CatalogModel;
+}
+
+export function createHiveServices(config: Config, processName = 'hive', logger = createLogger(config, processName)): HiveServices {
+  // loadConfig checked the id against the catalog; a Config built some other way is checked here.
+  const embeddingModel = catalogModel(config.HIVE_EMBEDDING_MODEL);
+  if (embeddingModel?.kind !== 'embedding') throw new Error(`HIVE_EMBEDDING_MODEL ${config.HIVE_EMBEDDING_MODEL} is not an embedding model of the catalog`);
+  return { ...createInfrastructure(config, processName, logger), embeddingModel };
+}
