@@ -1,7 +1,7 @@
 import { loadConfig } from '../shared/config.js';
 import { createGatewayServices } from '../shared/composition/gateway.js';
 import { createGatewayApp } from './app.js';
-import { listen, serverUrl, stopOnSignals } from './http-server.js';
+import { listen, serverUrl, stopOnSignals } from '../shared/platform/http-server.js';
 
 const config = loadConfig();
 const platform = createGatewayServices(config, 'api');

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateClientTokenJwk } from '../shared/client-tokens/keys.js';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { loadConfig, managesTemporalDevServer, type Config } from '../shared/config.js';
 import { providerSettingsFromEnv, type ServiceAccountKey } from '../shared/providers/settings.js';
 import { createFullEmulator } from '../shared/emulator/emulator.js';

@@ -4,7 +4,7 @@ import express from 'express';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGatewayApp } from '../api/app.js';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { readCredential } from '../api/middleware/authenticate.js';
 import { authenticateClientToken } from '../api/middleware/client-token.js';
 import { errorHandler } from '../api/middleware/errors.js';

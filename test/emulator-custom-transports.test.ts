@@ -11,7 +11,7 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { importPKCS8, SignJWT } from 'jose';
 import { AzureOpenAI } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { createEmulatorCredentials, deterministicReply, type FaultRule } from '../shared/emulator/core.js';
 import { createEmulatorApp } from '../shared/emulator/server.js';
 import { customTransportStyles } from '../shared/emulator/styles/custom-transports.js';

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { countTokens, createEmulatorCredentials, deterministicEmbedding, deterministicReply, relevance, replyTokens, type EmulatorCredentials, type FaultRule } from '../shared/emulator/core.js';
 import { createEmulatorApp } from '../shared/emulator/server.js';
 import { nativeStyles } from '../shared/emulator/styles/native.js';

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import OpenAI, { APIConnectionTimeoutError, AuthenticationError, BadRequestError, NotFoundError, RateLimitError, toFile } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { createEmulatorCredentials, type EmulatorCredentials, type FaultRule } from '../shared/emulator/core.js';
 import { createEmulatorApp } from '../shared/emulator/server.js';
 import { openAiCompatibleStyle } from '../shared/emulator/styles/openai-compatible.js';

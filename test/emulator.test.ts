@@ -1,6 +1,6 @@
 import type http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { CATALOG } from '../shared/models/catalog.js';
 import { createFullEmulator } from '../shared/emulator/emulator.js';
 

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /** Request ids, the one error envelope, body limits, metrics and the public compatibility list. */

@@ -2,7 +2,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHiveApp } from '../api/hive/app.js';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { createHiveServices, type HiveServices } from '../shared/composition/hive.js';
 import { toHiveErrorBody } from '../shared/hive/errors.js';

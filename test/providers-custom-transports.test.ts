@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import type { Region } from '../shared/models/refs.js';
 import { EventStreamDecodeError, readEventStream } from '../shared/providers/aws-event-stream.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { catalogModel, type CatalogModel } from '../shared/models/catalog.js';
 import { createAnthropicAdapter } from '../shared/providers/anthropic.js';
 import { createCohereAdapter } from '../shared/providers/cohere.js';

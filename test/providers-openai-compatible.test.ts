@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { listen, serverUrl } from '../api/http-server.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { createOpenAiCompatibleAdapter } from '../shared/providers/openai-compatible.js';
 import { UpstreamError, type ChatRequest, type ChatStreamEvent, type ProviderAdapter } from '../shared/providers/types.js';

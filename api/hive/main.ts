@@ -1,7 +1,7 @@
 import { loadConfig } from '../../shared/config.js';
 import { createHiveServices } from '../../shared/composition/hive.js';
 import { toHiveErrorBody } from '../../shared/hive/errors.js';
-import { listen, serverUrl, stopOnSignals } from '../http-server.js';
+import { listen, serverUrl, stopOnSignals } from '../../shared/platform/http-server.js';
 import { createHiveApp } from './app.js';
 
 const config = loadConfig();

@@ -3,7 +3,7 @@
  * metered call with no upstream behind it. Started as its own process by bench/hot-path.ts.
  */
 import { createGatewayApp } from '../../api/app.js';
-import { listen, serverUrl } from '../../api/http-server.js';
+import { listen, serverUrl } from '../../shared/platform/http-server.js';
 import { loadConfig } from '../../shared/config.js';
 import { createGatewayServices } from '../../shared/composition/gateway.js';
 import { meteredProbeRoutes } from './metered-probe.js';

@@ -3,7 +3,7 @@
  * hand and for load tests. Prints where each provider lives and the credentials it accepts.
  * EMULATOR_PORT (default 8199), EMULATOR_LATENCY_MS and EMULATOR_CHUNK_INTERVAL_MS tune it.
  */
-import { listen, serverUrl } from '../../api/http-server.js';
+import { listen, serverUrl } from '../platform/http-server.js';
 import { createFullEmulator } from './emulator.js';
 
 const { app, providers, credentials } = createFullEmulator({

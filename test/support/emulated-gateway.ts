@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import type http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { listen, serverUrl } from '../../api/http-server.js';
+import { listen, serverUrl } from '../../shared/platform/http-server.js';
 import { createFullEmulator } from '../../shared/emulator/emulator.js';
 import { emulatorProviderEnv } from '../../shared/emulator/provider-env.js';
 import { createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform, type TestPlatformOptions } from './test-platform.js';

@@ -7,7 +7,7 @@ import type http from 'node:http';
 import type { Router } from 'express';
 import { inject } from 'vitest';
 import { createGatewayApp } from '../../api/app.js';
-import { listen, serverUrl as httpServerUrl } from '../../api/http-server.js';
+import { listen, serverUrl as httpServerUrl } from '../../shared/platform/http-server.js';
 import { createApiKey, createDeveloperAccount, createProvisioningKey } from '../../shared/accounts/accounts.js';
 import type { DeveloperScope } from '../../shared/accounts/scopes.js';
 import { loadConfig, type Config } from '../../shared/config.js';

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import { serviceError, toEnvelope, type ErrorCode, type ServiceError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
+import { serviceError, toEnvelope, type ErrorCode, type ServiceError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 export interface ListenOptions {
   /** The body of an error the app itself never sees; the gateway's envelope unless the app has its own (the hive). */
