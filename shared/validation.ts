@@ -1,28 +1,74 @@
 import { z } from 'zod';
-import { serviceError, type ErrorCode } from './errors.js';
+import { serviceError, type ErrorCode, type ServiceError } from './errors.js';
 
 /**
- * Body validation where each field has its own error code (spec 1 names one per field, e.g.
- * invalid_rpm_limit). Unknown fields are refused, so a typo never silently does nothing.
+ * The one translation of a zod failure into the spec's error. Schemas live beside their domain;
+ * a field whose failure has a code of its own in spec 1 (invalid_rpm_limit, invalid_ttl...)
+ * carries it on its schema (`withErrorCode`), found along the failing issue's path. Otherwise the
+ * code is invalid_request with `param` the issue's path and a message naming the field.
  */
-export type FieldRules = Record<string, { schema: z.ZodType; code: ErrorCode }>;
+const errorCodes = z.registry<{ errorCode: ErrorCode }>();
 
-export function parseFields<T extends object>(body: unknown, rules: FieldRules): Partial<T> {
+/** Marks a field's schema with the spec code its validation failure carries. */
+export function withErrorCode<T extends z.ZodType>(schema: T, errorCode: ErrorCode): T {
+  errorCodes.add(schema, { errorCode });
+  return schema;
+}
+
+export function fromZodError(error: z.ZodError, schema?: z.ZodType): ServiceError {
+  const issue = error.issues[0];
+  if (!issue) return serviceError('invalid_request');
+  const unknownField = issue.code === 'unrecognized_keys';
+  const path = unknownField ? [...issue.path, issue.keys[0]!] : issue.path;
+  const param = path.map(String).join('.') || undefined;
+  if (unknownField) return serviceError('invalid_request', { param, message: `Unrecognized request field: ${param}.` });
+  // A coded field answers for everything inside it: param names the field, not the array item.
+  const coded = schema && codeAlong(schema, path);
+  if (coded && coded.code !== 'invalid_request') {
+    const field = path.slice(0, coded.depth).map(String).join('.');
+    return serviceError(coded.code, { ...(field && { param: field }) });
+  }
+  return serviceError('invalid_request', { ...(param && { param }), message: param ? `${param}: ${issue.message}` : issue.message });
+}
+
+/** Parses `input` with `schema`, or throws the spec's error for its first failure. */
+export function parseWith<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) throw fromZodError(parsed.error, schema);
+  return parsed.data;
+}
+
+/** A JSON request body: an object (refused plainly otherwise; pass `body ?? {}` where none is fine), parsed with `schema`. */
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.output<T> {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw serviceError('invalid_request', { message: 'The request body must be a JSON object.' });
   }
-  const parsed: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(body)) {
-    const rule = rules[field];
-    if (!rule) throw serviceError('invalid_request', { message: `Unrecognized request field: ${field}.`, param: field });
-    const result = rule.schema.safeParse(value);
-    if (!result.success) throw serviceError(rule.code, { param: field, ...(rule.code === 'invalid_request' && { message: `${field}: ${result.error.issues[0]?.message}` }) });
-    parsed[field] = result.data;
-  }
-  return parsed as Partial<T>;
+  return parseWith(schema, body);
 }
 
-/** The body those rules accept, as one zod object (every field optional, unknown ones refused): what the API documents. */
-export function fieldsSchema(rules: FieldRules): z.ZodType {
-  return z.strictObject(Object.fromEntries(Object.entries(rules).map(([field, rule]) => [field, rule.schema.optional()])));
+/** The most specific error code registered on the schemas the path runs through, and how deep along the path. */
+function codeAlong(schema: z.ZodType, path: PropertyKey[]): { code: ErrorCode; depth: number } | undefined {
+  let current: z.ZodType | undefined = schema;
+  let found: { code: ErrorCode; depth: number } | undefined;
+  for (let depth = 0; current; depth++) {
+    current = unwrap(current, (code) => (found = { code, depth }));
+    if (depth >= path.length || !current) break;
+    const key = path[depth]!;
+    if (current instanceof z.ZodObject) current = (current.shape as Record<string, z.ZodType>)[String(key)];
+    else if (current instanceof z.ZodArray) current = current.element as z.ZodType;
+    else break;
+  }
+  return found;
+}
+
+/** Steps through optional, nullable and default wrappers, reporting each registered code on the way. */
+function unwrap(schema: z.ZodType, report: (code: ErrorCode) => void): z.ZodType {
+  let current = schema;
+  for (;;) {
+    const code = errorCodes.get(current)?.errorCode;
+    if (code) report(code);
+    if (current instanceof z.ZodOptional || current instanceof z.ZodNullable) current = current.unwrap() as z.ZodType;
+    else if (current instanceof z.ZodDefault) current = current.removeDefault() as z.ZodType;
+    else return current;
+  }
 }

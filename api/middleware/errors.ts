@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { ZodError } from 'zod';
 import { ServiceError, serviceError, toEnvelope, type ErrorCode } from '../../shared/errors.js';
+import { fromZodError } from '../../shared/validation.js';
 
 /** Any path no router claimed. */
 export const notFound: RequestHandler = (req, _res, next) => {
@@ -33,11 +34,7 @@ const BODY_PARSER_CODES: Record<string, ErrorCode> = {
 
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
-  if (error instanceof ZodError) {
-    const issue = error.issues[0];
-    const param = issue?.path.length ? issue.path.join('.') : undefined;
-    return serviceError('invalid_request', { message: issue ? describeIssue(param, issue.message) : 'The request is invalid.', ...(param && { param }) });
-  }
+  if (error instanceof ZodError) return fromZodError(error);
   const bodyErrorType = (error as { type?: unknown } | null)?.type;
   if (typeof bodyErrorType === 'string' && bodyErrorType in BODY_PARSER_CODES) {
     const code = BODY_PARSER_CODES[bodyErrorType]!;
@@ -46,8 +43,4 @@ export function toServiceError(error: unknown): ServiceError {
       : serviceError(code);
   }
   return serviceError('internal_error');
-}
-
-function describeIssue(param: string | undefined, message: string): string {
-  return param ? `${param}: ${message}` : message;
 }

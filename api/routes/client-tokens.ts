@@ -1,7 +1,7 @@
-import { clientTokenFields, listClientTokens, mintClientToken, revokeAllClientTokens, revokeClientToken } from '../../shared/client-tokens/client-tokens.js';
+import { listClientTokens, mintClientToken, revokeAllClientTokens, revokeClientToken } from '../../shared/client-tokens/client-tokens.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { pageQuery } from '../../shared/pagination.js';
-import { fieldsSchema } from '../../shared/validation.js';
+import { clientTokenMintBody } from '../../shared/client-tokens/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { callerIp } from '../middleware/client-token.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
@@ -17,7 +17,7 @@ export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] 
   return [
     route({
       method: 'post', path: '/v1/customers/:id/client_tokens', surface, summary: 'Mint a client token for a customer',
-      access: developerKey('api:client_tokens'), input: { body: fieldsSchema(clientTokenFields) },
+      access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody },
       handler: async (req, res) => {
         res.json(await mintClientToken(platform, developer(req), String(req.params.id), req.body, callerIp(req)));
       },

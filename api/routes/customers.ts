@@ -1,12 +1,10 @@
 import { z } from 'zod';
-import { archiveCustomer, createCustomer, customerFields, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
+import { archiveCustomer, createCustomer, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { pageQuery } from '../../shared/pagination.js';
-import { fieldsSchema } from '../../shared/validation.js';
+import { customerBody } from '../../shared/customers/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
-
-const customerBody = fieldsSchema(customerFields);
 
 /** Customers: billing subjects of a developer's end users. A path id is `cus_…` or `ext:<external_id>`. */
 export function customerRoutes(platform: GatewayServices): RouteDefinition[] {

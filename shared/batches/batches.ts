@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Config } from '../config.js';
 import { withTransaction, type Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { recordEvent } from '../events/outbox.js';
 import { acceptIdCursor } from '../files/files.js';
 import * as files from '../files/repository.js';
@@ -54,13 +55,7 @@ export const batchCreateBody = z.object({
  * which the worker's recovery sweep starts later under the same id.
  */
 export async function createBatch(runtime: BatchRuntime, caller: { developerId: string; payerAccountId: string }, raw: unknown): Promise<repo.BatchRow> {
-  const parsed = batchCreateBody.strict().safeParse(raw ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const field = issue.code === 'unrecognized_keys' ? issue.keys[0] : issue.path.join('.');
-    throw serviceError('invalid_request', { param: field, message: issue.code === 'unrecognized_keys' ? `Unrecognized request field: ${field}.` : issue.message });
-  }
-  const input = parsed.data;
+  const input = parseWith(batchCreateBody.strict(), raw ?? {});
   if (input.input_file_id === undefined || input.input_file_id === null || input.input_file_id === '') throw serviceError('missing_input_file_id', { param: 'input_file_id' });
   if (typeof input.input_file_id !== 'string') throw serviceError('invalid_request', { param: 'input_file_id', message: 'input_file_id must be a string.' });
   if (typeof input.endpoint !== 'string' || !(BATCH_ENDPOINTS as readonly string[]).includes(input.endpoint)) throw serviceError('invalid_endpoint', { param: 'endpoint' });

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { getCustomer } from '../customers/customers.js';
 import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { microsToUsd } from '../money.js';
 import * as repo from './repository.js';
 
@@ -17,22 +18,18 @@ export const usageQuery = z.object({
 });
 
 export async function usageReport(db: Db, developerId: string, input: unknown, customerRef?: string) {
-  const parsed = usageQuery.safeParse(input);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw serviceError('invalid_request', { param: String(issue.path[0] ?? ''), message: `${String(issue.path[0])}: ${issue.message}` });
-  }
+  const query = parseWith(usageQuery, input);
   const now = new Date();
-  const from = parsed.data.start ? new Date(`${parsed.data.start}T00:00:00Z`) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-  const to = parsed.data.end ? new Date(new Date(`${parsed.data.end}T00:00:00Z`).getTime() + 86_400_000) : new Date(now.getTime() + 1);
+  const from = query.start ? new Date(`${query.start}T00:00:00Z`) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  const to = query.end ? new Date(new Date(`${query.end}T00:00:00Z`).getTime() + 86_400_000) : new Date(now.getTime() + 1);
   if (to <= from) throw serviceError('invalid_request', { param: 'end', message: 'end must not be before start.' });
   const customerId = customerRef ? (await getCustomer(db, developerId, customerRef)).id : null;
-  const rows = await repo.usageTotals(db, { developerId, customerId, from, to, groupBy: parsed.data.group_by });
+  const rows = await repo.usageTotals(db, { developerId, customerId, from, to, groupBy: query.group_by });
   const data = rows.map((row) => {
     const cost = Number(row.cost_micros);
     const billable = Number(row.billable_micros);
     return {
-      [parsed.data.group_by]: row.bucket,
+      [query.group_by]: row.bucket,
       requests: Number(row.requests),
       tokens_in: Number(row.tokens_in),
       tokens_out: Number(row.tokens_out),
@@ -47,7 +44,7 @@ export async function usageReport(db: Db, developerId: string, input: unknown, c
     customer_id: customerId,
     start: from.toISOString().slice(0, 10),
     end: new Date(to.getTime() - 1).toISOString().slice(0, 10),
-    group_by: parsed.data.group_by,
+    group_by: query.group_by,
     data,
     totals: { requests: sum('requests'), cost_usd: round(sum('cost_usd')), billable_usd: round(sum('billable_usd')), margin_usd: round(sum('margin_usd')) },
   };

@@ -9,7 +9,8 @@ import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { LimitLayer } from '../ratelimit/limiter.js';
-import { parseFields, type FieldRules } from '../validation.js';
+import { parseBody } from '../validation.js';
+import { clientTokenMintBody } from './schemas.js';
 import type { ClientTokenKeys } from './keys.js';
 import * as repo from './repository.js';
 
@@ -30,21 +31,7 @@ const MINTS_PER_MINUTE = 100;
 /** Spec 1 fixes the mint refusal's Retry-After at 60 (the window), rather than the sliding window's estimate. */
 const MINT_RETRY_AFTER_SECONDS = 60;
 
-export const clientTokenFields: FieldRules = {
-  ttl_seconds: { schema: z.number().int().min(60).max(3600), code: 'invalid_ttl' },
-  scope: { schema: z.array(z.enum(CLIENT_TOKEN_SCOPES)).min(1), code: 'invalid_scope' },
-  rpm_limit: { schema: z.number().int().min(1).max(600), code: 'invalid_rpm_limit' },
-  origin_allowlist: { schema: z.array(z.string().min(1).max(512)), code: 'invalid_origin_allowlist' },
-  bind_ip: { schema: z.boolean(), code: 'invalid_request' },
-};
 
-interface MintInput {
-  ttl_seconds: number;
-  scope: ClientTokenScope[];
-  rpm_limit: number;
-  origin_allowlist: string[];
-  bind_ip: boolean;
-}
 
 export interface MintedClientToken {
   object: 'client_token';
@@ -68,7 +55,7 @@ export async function mintClientToken(
   const customer = await getCustomer(platform.db, developerId, customerReference);
   // An archived customer makes no calls, so a token for it could never be used.
   if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'That customer is archived; client tokens can only be minted for active customers.' });
-  const input = parseFields<MintInput>(body ?? {}, clientTokenFields);
+  const input = parseBody(clientTokenMintBody, body ?? {});
 
   const cap = customer.rpm_limit;
   if (input.rpm_limit !== undefined && cap !== null && input.rpm_limit > cap) {

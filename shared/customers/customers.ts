@@ -7,39 +7,13 @@ import { parseMetadata } from '../metadata.js';
 import { microsToUsd, usdToMicros } from '../money.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
-import { parseFields, type FieldRules } from '../validation.js';
+import { parseBody } from '../validation.js';
+import { customerBody, EXTERNAL_ID, type CustomerInput } from './schemas.js';
 import * as repo from './repository.js';
 
 export type { CustomerRow } from './repository.js';
 
 const UNIQUE_VIOLATION = '23505';
-const EXTERNAL_ID = z.string().min(1).max(256).regex(/^[\x20-\x7e]+$/, 'printable ASCII');
-const nonNegative = z.number().finite().min(0);
-const positiveInteger = z.number().int().positive().max(2_147_483_647);
-
-/** Spec 1's customer fields, each with the code its validation failure carries. */
-export const customerFields: FieldRules = {
-  external_id: { schema: EXTERNAL_ID.nullable(), code: 'invalid_external_id' },
-  monthly_budget_usd: { schema: nonNegative.max(1e9).nullable(), code: 'invalid_monthly_budget_usd' },
-  rpm_limit: { schema: positiveInteger.nullable(), code: 'invalid_rpm_limit' },
-  tpm_limit: { schema: positiveInteger.nullable(), code: 'invalid_tpm_limit' },
-  default_billable_markup_pct: { schema: nonNegative.max(1e6).nullable(), code: 'invalid_default_billable_markup_pct' },
-  default_billable_amount_usd: { schema: nonNegative.max(1e6).nullable(), code: 'invalid_default_billable_amount_usd' },
-  lazy_create_customers: { schema: z.boolean(), code: 'invalid_lazy_create_customers' },
-  metadata: { schema: z.unknown(), code: 'invalid_metadata' },
-};
-
-type CustomerInput = {
-  external_id: string | null;
-  monthly_budget_usd: number | null;
-  rpm_limit: number | null;
-  tpm_limit: number | null;
-  default_billable_markup_pct: number | null;
-  default_billable_amount_usd: number | null;
-  lazy_create_customers: boolean;
-  metadata: unknown;
-};
-
 function toValues(input: Partial<CustomerInput>): repo.CustomerValues {
   if (input.default_billable_markup_pct != null && input.default_billable_amount_usd != null) throw serviceError('billable_defaults_mutex');
   return {
@@ -57,7 +31,7 @@ function toValues(input: Partial<CustomerInput>): repo.CustomerValues {
 
 /** Creates a customer and records customer.created in the same transaction. */
 export async function createCustomer(db: Db, developerId: string, body: unknown): Promise<repo.CustomerRow> {
-  const values = toValues(parseFields<CustomerInput>(body ?? {}, customerFields));
+  const values = toValues(parseBody(customerBody, body ?? {}));
   return withTransaction(db, async (tx) => {
     const customer = await repo.insertCustomer(tx, developerId, newId('cus_'), values, false);
     if (!customer) throw serviceError('external_id_taken', { param: 'external_id' });
@@ -68,7 +42,7 @@ export async function createCustomer(db: Db, developerId: string, body: unknown)
 
 /** A patch must name at least one updatable field; both billable defaults may never be set at once. */
 export async function updateCustomer(db: Db, developerId: string, reference: string, body: unknown): Promise<repo.CustomerRow> {
-  const input = parseFields<CustomerInput>(body, customerFields);
+  const input = parseBody(customerBody, body);
   if (Object.keys(input).length === 0) throw serviceError('empty_patch');
   const existing = await getCustomer(db, developerId, reference);
   const values = toValues(input);

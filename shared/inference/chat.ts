@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { compileSchema } from './json-schema.js';
 import { newId } from '../ids.js';
 import type { CatalogModel } from '../models/catalog.js';
@@ -59,12 +60,7 @@ export interface ChatInput {
 export function parseChatInput(raw: unknown, headers: { idempotencyKey: string | undefined }): ChatInput {
   // JSON that parsed but is not an object (an array, a string, a number) cannot be a request.
   if (raw !== undefined && (raw === null || typeof raw !== 'object' || Array.isArray(raw))) throw serviceError('malformed_json');
-  const parsed = chatCompletionBody.safeParse(raw ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
-  }
-  const input = parsed.data;
+  const input = parseWith(chatCompletionBody, raw ?? {});
   const plan = parseModelField(input.model);
   if (!Array.isArray(input.messages) || input.messages.length === 0) throw serviceError('missing_messages', { param: 'messages' });
   const messages = input.messages.map((entry, i) => {

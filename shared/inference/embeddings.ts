@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { CATALOG, embeddingModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -34,12 +35,7 @@ export interface EmbeddingsPlan {
 }
 
 export function planEmbeddings(raw: unknown, providers: ProviderRegistry): EmbeddingsPlan {
-  const parsed = embeddingsBody.safeParse(raw ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
-  }
-  const { model: requested, input, dimensions, encoding_format } = parsed.data;
+  const { model: requested, input, dimensions, encoding_format } = parseWith(embeddingsBody, raw ?? {});
   if (requested !== undefined && typeof requested !== 'string') throw serviceError('invalid_embedding_model', { param: 'model' });
   const model = embeddingModel((requested as string | undefined) ?? DEFAULT_EMBEDDING_MODEL);
   if (!model) {

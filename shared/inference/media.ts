@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import type { CatalogModel, ModelKind } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef, type ResolutionContext } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -23,15 +24,6 @@ async function mediaModel(ref: unknown, kind: ModelKind, providers: ProviderRegi
   return { model, adapter };
 }
 
-function parse<T extends z.ZodType>(schema: T, raw: unknown): z.infer<T> {
-  const parsed = schema.safeParse(raw ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
-  }
-  return parsed.data;
-}
-
 export const imageBody = z.object({
   model: z.unknown().optional(),
   prompt: z.string().min(1).max(32_000),
@@ -42,7 +34,7 @@ export const imageBody = z.object({
 });
 
 export async function planImages(raw: unknown, providers: ProviderRegistry) {
-  const body = parse(imageBody, raw);
+  const body = parseWith(imageBody, raw ?? {});
   const { model, adapter } = await mediaModel(body.model, 'image', providers, 'generateImages');
   return { model, adapter, prompt: body.prompt, n: body.n, size: body.size, costMicros: body.n * model.inputMicrosPer1M };
 }
@@ -58,7 +50,7 @@ export const speechBody = z.object({
 });
 
 export async function planSpeech(raw: unknown, providers: ProviderRegistry) {
-  const body = parse(speechBody, raw);
+  const body = parseWith(speechBody, raw ?? {});
   const { model, adapter } = await mediaModel(body.model, 'text_to_speech', providers, 'speak');
   // Priced per million characters spoken.
   return { model, adapter, input: body.input, voice: body.voice, format: body.response_format, costMicros: Math.ceil((body.input.length * model.inputMicrosPer1M) / 1_000_000) };

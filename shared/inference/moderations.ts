@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { recordEvent } from '../events/outbox.js';
 import { CATALOG, type CatalogModel } from '../models/catalog.js';
 import type { GatewayServices } from '../composition/gateway.js';
@@ -21,9 +22,7 @@ export interface ModerationPlan {
 }
 
 export function planModeration(raw: unknown, providers: ProviderRegistry): ModerationPlan {
-  const parsed = moderationsBody.safeParse(raw ?? {});
-  if (!parsed.success) throw serviceError('invalid_request', { param: String(parsed.error.issues[0]!.path[0] ?? ''), message: parsed.error.issues[0]!.message });
-  const { input, model: requested } = parsed.data;
+  const { input, model: requested } = parseWith(moderationsBody, raw ?? {});
   if (input === undefined || input === '' || (Array.isArray(input) && input.length === 0)) throw serviceError('missing_input', { param: 'input' });
   const inputs = typeof input === 'string' ? [input] : input;
   if (!Array.isArray(inputs) || inputs.some((entry) => typeof entry !== 'string')) throw serviceError('invalid_input', { param: 'input' });

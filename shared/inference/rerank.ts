@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import { newId } from '../ids.js';
 import { CATALOG, catalogModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -34,12 +35,7 @@ export interface RerankPlan {
 }
 
 export function planRerank(raw: unknown, providers: ProviderRegistry): RerankPlan {
-  const parsed = rerankBody.safeParse(raw ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw serviceError('invalid_request', { param: issue.path.join('.'), message: `${issue.path.join('.')}: ${issue.message}` });
-  }
-  const { model: ref, query, documents, top_n, return_documents } = parsed.data;
+  const { model: ref, query, documents, top_n, return_documents } = parseWith(rerankBody, raw ?? {});
   const model = typeof ref === 'string' ? catalogModel(ref.split('@')[0]!) : undefined;
   if (!model || model.kind !== 'rerank' || ref !== model.id) {
     const accepted = CATALOG.filter((entry) => entry.kind === 'rerank').map((entry) => entry.id);

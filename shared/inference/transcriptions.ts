@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
+import { parseWith } from '../validation.js';
 import type { CatalogModel } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -35,20 +36,19 @@ export interface TranscriptionPlan {
 }
 
 export async function planTranscription(raw: Record<string, string>, hasFile: boolean, providers: ProviderRegistry): Promise<TranscriptionPlan> {
-  const parsed = transcriptionFields.safeParse(raw);
-  if (!parsed.success) throw serviceError('invalid_request', { param: String(parsed.error.issues[0]!.path[0]), message: parsed.error.issues[0]!.message });
-  if (!parsed.data.model) throw serviceError('missing_model', { param: 'model' });
+  const fields = parseWith(transcriptionFields, raw);
+  if (!fields.model) throw serviceError('missing_model', { param: 'model' });
   if (!hasFile) throw serviceError('missing_file', { param: 'file' });
-  const { model } = await resolveModelRef(parseModelRef(parsed.data.model), { slot: async () => undefined, dynamic: async () => undefined });
+  const { model } = await resolveModelRef(parseModelRef(fields.model), { slot: async () => undefined, dynamic: async () => undefined });
   if (model.kind !== 'speech_to_text') throw serviceError('invalid_request', { param: 'model', message: `${model.id} is not a speech-to-text model.` });
   const adapter = providers.adapter(model.provider);
   if (!adapter?.transcribe) throw serviceError('platform_not_configured', { message: `No upstream credentials are configured for ${model.provider} (needed by ${model.model}).` });
   return {
     model,
     adapter,
-    format: parsed.data.response_format,
-    ...(parsed.data.language && { language: parsed.data.language }),
-    ...(parsed.data.prompt && { prompt: parsed.data.prompt }),
+    format: fields.response_format,
+    ...(fields.language && { language: fields.language }),
+    ...(fields.prompt && { prompt: fields.prompt }),
     maxCostMicros: MAX_RESERVED_MINUTES * model.inputMicrosPer1M,
   };
 }

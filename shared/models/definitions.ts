@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Db } from '../db/pool.js';
 import { ServiceError, serviceError } from '../errors.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
+import { parseWith } from '../validation.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { chooseFromProfile, MAX_PROFILE_RULES, ruleConditions } from './dynamic-profiles.js';
 import { DEFINITION_NAME, parseModelRef, resolveModelRef, type ResolutionContext } from './refs.js';
@@ -37,15 +38,6 @@ export const profileBody = z.strictObject({
   default_model: z.string().min(1).max(512),
 });
 
-function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
-  const parsed = schema.safeParse(body ?? {});
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
-    throw serviceError('invalid_request', { param: path.join('.') || undefined, message: `${path.join('.') || 'body'}: ${issue.message}` });
-  }
-  return parsed.data;
-}
 
 function checkName(name: string): string {
   if (!DEFINITION_NAME.test(name)) throw serviceError('invalid_request', { param: 'name', message: 'A name is 1-64 letters, digits, _ . - and starts with a letter or digit.' });
@@ -97,7 +89,7 @@ export function formatProfile(row: repo.ProfileRow) {
 
 export async function putSlot(db: Db, developerId: string, name: string, body: unknown) {
   checkName(name);
-  const input = parseBody(slotBody, body);
+  const input = parseWith(slotBody, body ?? {});
   const target = await checkTarget(input.target, 'target', { allowDynamic: true });
   if (target === `slot:${name}`) throw serviceError('slot_cycle', { param: 'target', message: `slot:${name} cannot point to itself.` });
   return repo.upsertSlot(db, developerId, name, { target, description: input.description ?? null });
@@ -122,7 +114,7 @@ export async function listSlots(db: Db, developerId: string, query: { limit?: un
 
 export async function putProfile(db: Db, developerId: string, name: string, body: unknown) {
   checkName(name);
-  const input = parseBody(profileBody, body);
+  const input = parseWith(profileBody, body ?? {});
   const rules = input.rules ?? [];
   for (const [i, rule] of rules.entries()) {
     await checkTarget(rule.model, `rules.${i}.model`, { allowDynamic: false });
