@@ -198,6 +198,8 @@ apt_install() {
 
 # ---------------------------------------------------------------------------------------------
 # 1. npm dependencies
+lock_digest() { sha256sum package-lock.json | cut -d' ' -f1; }
+
 step_npm() {
   command -v npm >/dev/null 2>&1 || die "npm is not on PATH"
   local reason=""
@@ -207,7 +209,9 @@ step_npm() {
     reason="package-lock.json missing"
   elif [[ ! -f node_modules/.package-lock.json ]]; then
     reason="node_modules/.package-lock.json missing"
-  elif [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+  elif [[ "$(lock_digest)" != "$(cat node_modules/.svc-installed-lock 2>/dev/null)" ]]; then
+    # By content, not modification time: a fresh checkout or a second worktree of the same lock
+    # file is not a change.
     reason="package-lock.json changed"
   fi
   if [[ -z $reason ]]; then
@@ -221,8 +225,8 @@ step_npm() {
   [[ -f package-lock.json ]] || die "package-lock.json is missing; run npm install and commit it"
   log "npm dependencies: npm ci ($reason)"
   try_logged "$npmlog" npm ci --no-audit --no-fund || die_with_log "$npmlog" "npm ci failed (if it says the lock file is out of sync, run npm install and commit package-lock.json)"
-  # Mark the install as newer than the lock file, so the next run does not reinstall.
-  [[ -f node_modules/.package-lock.json ]] && touch node_modules/.package-lock.json
+  # Record which lock file this install is, so the next run does not reinstall.
+  lock_digest >node_modules/.svc-installed-lock
   log "npm dependencies installed"
 }
 
