@@ -103,26 +103,7 @@ export function streamPieces(text: string): string[] {
   return text.split(' ').map((word, i) => (i === 0 ? word : ` ${word}`));
 }
 
-/** A deterministic embedding: unit length, the same for the same input and model. */
-export function deterministicEmbedding(model: string, input: string, dimensions: number): number[] {
-  const values: number[] = [];
-  let block = 0;
-  while (values.length < dimensions) {
-    const digest = createHash('sha256').update(`${model}\n${input}\n${block++}`).digest();
-    for (let i = 0; i + 1 < digest.length && values.length < dimensions; i += 2) values.push(digest.readInt16BE(i) / 32768);
-  }
-  const norm = Math.sqrt(values.reduce((sum, value) => sum + value * value, 0)) || 1;
-  return values.map((value) => value / norm);
-}
-
-/** A relevance score in [0, 1] from shared words, so rerank order is deterministic and sensible. */
-export function relevance(query: string, document: string): number {
-  const terms = new Set(query.toLowerCase().split(/\W+/).filter(Boolean));
-  const words = document.toLowerCase().split(/\W+/).filter(Boolean);
-  if (terms.size === 0 || words.length === 0) return 0;
-  const hits = words.filter((word) => terms.has(word)).length;
-  return Math.round((hits / words.length) * 1e6) / 1e6;
-}
+export { deterministicEmbedding, relevance } from './embeddings.js';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
