@@ -17,6 +17,7 @@ import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/loca
 import { API_NODE_ARGS, WORKER_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { printedJson } from './support/child-output.js';
 import { flagsFrom } from './support/node-flags.js';
+import { table } from './support/report.js';
 
 export interface BatchBenchOptions {
   /** A server URL whose database `svc_platform_bench_batch` is dropped and made again. */
@@ -151,7 +152,7 @@ export async function runBatchBench(options: BatchBenchOptions): Promise<void> {
     console.log(
       `  CPU during the batch: worker ${cpu.workers.toFixed(1)} s (${((cpu.workers * 1000) / options.lines).toFixed(2)} ms a line), emulator ${cpu.emulator.toFixed(1)} s, API ${cpu.api.toFixed(1)} s, over ${seconds.toFixed(1)} s of wall time on ${os.availableParallelism()} cores`,
     );
-    console.table([
+    table('batch', `batch: ${options.lines} chat-completions lines, emulator ${options.latencyMs} ms a call`, [
       {
         status: batch.status,
         'lines completed / failed': `${batch.request_counts.completed} / ${batch.request_counts.failed}`,

@@ -6,8 +6,8 @@
  * bench/support/floor-proxy.ts) carries the same load in front of the same emulator: what one more
  * Node hop costs this machine before the gateway does anything.
  */
-import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -22,6 +22,7 @@ import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad, quantile, type LoadTarget } from './support/load.js';
 import { printTailBreakdown, tailBreakdown } from './support/tail.js';
+import { goal, table } from './support/report.js';
 
 export interface OverheadOptions {
   databaseUrl: string;
@@ -37,54 +38,34 @@ export interface OverheadOptions {
   firstByteSeconds: number;
   /** Also trace the gateway's runs at `rates` and print where their slowest 1 % spent their time (bench/support/tail.ts). */
   tail: boolean;
+  /** The bench/README.md section the figures go to. */
+  section: string;
+  /**
+   * Measure the gateway as `npm start` runs it (scripts/platform.ts: API, worker, hive, a Temporal
+   * dev server and the in-process emulator, default log level) rather than the bench's own gateway
+   * process; only the rate limits are raised.
+   */
+  asStarted?: boolean;
 }
 
 const FIRST_BYTE_WARMUP_ROUNDS = 20;
 
 
 export async function runGatewayOverheadBench(options: OverheadOptions): Promise<void> {
-  const emulatorPort = await freePort();
-  // The emulator stands in for a provider across the network. It runs with the API's V8 flags, so
-  // its own full collections (a 20-30 ms stall each, in the direct and the gateway runs alike) add
-  // less noise to the difference between them.
-  const emulator = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'shared/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
-  const printed = await printedJson(emulator, 'listening');
-  const emulatorKey = printed.api_keys.openai as string;
-
   const db = createPool(options.databaseUrl, 2, createLogger({ LOG_LEVEL: 'silent' }, 'bench'));
   const developer = await createDeveloperAccount(db, { email: `overhead-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 1_000_000_000 });
   const { plaintext: key } = await createApiKey(db, developer.id, { name: 'overhead', scopes: ['api:chat'] });
   await db.end();
 
-  const gatewayPort = await freePort();
   const traceDirectory = options.tail ? mkdtempSync(path.join(tmpdir(), 'gateway-tail-')) : undefined;
   const apiTrace = traceDirectory && path.join(traceDirectory, 'api.txt');
-  // BENCH_PROFILE=1 writes the gateway's CPU profile to /tmp/prof (open it in Chrome DevTools).
-  const gateway = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'bench/support/bench-server.ts'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: {
-      ...process.env,
-      DATABASE_URL: options.databaseUrl,
-      API_PORT: String(gatewayPort),
-      LOG_LEVEL: 'warn',
-      REDIS_KEY_PREFIX: `svc-bench-${process.pid}`,
-      EDGE_RPM_LIMIT: '100000000',
-      DEVELOPER_RPM_LIMIT: '100000000',
-      DEVELOPER_TPM_LIMIT: '2000000000',
-      OPENAI_API_KEY: emulatorKey,
-      OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
-      ...(apiTrace && { BENCH_TRACE_FILE: apiTrace }),
-    },
-  });
-  // BENCH_API_STDOUT names a file that gets what the gateway prints (a trace flag's output, say).
-  if (process.env.BENCH_API_STDOUT) gateway.stdout!.pipe(createWriteStream(process.env.BENCH_API_STDOUT));
-  else gateway.stdout!.resume();
-  const floorProxy = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-proxy.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FLOOR_UPSTREAM: printed.listening } });
+  const { emulator, emulatorUrl, emulatorKey, gateway, gatewayUrl, stopTargets } = options.asStarted
+    ? await startLikeNpmStart(options.databaseUrl)
+    : await startForBench(options.databaseUrl, apiTrace);
+  const floorProxy = spawn(process.execPath, ['--import', 'tsx', 'bench/support/floor-proxy.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FLOOR_UPSTREAM: emulatorUrl } });
   const floorUrl = (await printedJson(floorProxy, 'listening')).listening as string;
-  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-  for (let attempt = 0; attempt < 150 && !(await fetch(`${gatewayUrl}/v1/compatibility`).then((r) => r.ok, () => false)); attempt++) await new Promise((resolve) => setTimeout(resolve, 200));
 
-  const direct = new Pool(printed.listening, { connections: 256 });
+  const direct = new Pool(emulatorUrl, { connections: 256 });
   const proxied = new Pool(floorUrl, { connections: 256 });
   const through = new Pool(gatewayUrl, { connections: 256 });
   const chat = (origin: string, path: string, authorization: string, model: string): LoadTarget => ({
@@ -93,7 +74,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     headers: { authorization, 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Measure the gateway' }], max_tokens: 16 }),
   });
-  const directCall = chat(printed.listening, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
+  const directCall = chat(emulatorUrl, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
   const floorCall = chat(floorUrl, '/openai/v1/chat/completions', `Bearer ${emulatorKey}`, 'gpt-4o-mini');
   const gatewayCall = chat(gatewayUrl, '/v1/chat/completions', `Bearer ${key}`, 'svc:openai/gpt-4o-mini');
 
@@ -155,8 +136,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       if (traceDirectory) generatorTraces.set(rate, path.join(traceDirectory, `generator-${rate}.txt`));
       rows.push((await measure(rate, options.seconds, true, generatorTraces.get(rate))).row);
     }
-    console.log(`gateway overhead: non-streaming chat completions, open loop (${generator} load generator), ${options.seconds} s per rate and target`);
-    console.table(rows);
+    table(options.section, `gateway overhead: non-streaming chat completions, open loop (${generator} load generator), ${options.seconds} s per rate and target`, rows);
+    const at500 = rows.find((row) => row['offered req/s'] === 500);
+    if (at500) goal(options.section, { figure: 'gateway added p99 at 500 req/s', target: '< 2 ms', value: `${at500['added p99 ms']} ms`, met: Number(at500['added p99 ms']) < 2 });
     const after = await databaseWork(options.databaseUrl);
     console.log(
       `PostgreSQL work per gateway request: ${((after.commits - before.commits) / gatewayRequests).toFixed(2)} commits, ${((after.rowsWritten - before.rowsWritten) / gatewayRequests).toFixed(2)} rows written`,
@@ -170,8 +152,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       sweep.push(measured.row);
       if (measured.sustainedUnder5ms) highest = rate;
     }
-    console.log(`\nsweep for the highest rate with p99 added under 5 ms, ${options.sweepSeconds} s per rate and target`);
-    console.table(sweep);
+    table(options.section, `sweep for the highest rate with p99 added under 5 ms, ${options.sweepSeconds} s per rate and target`, sweep);
     console.log(`highest rate sustained with p99 added under 5 ms: ${highest === undefined ? `none of ${options.sweepRates.join(', ')} req/s` : `${highest} req/s`}`);
 
     // The same three calls as above, streamed, and timed to their first body byte.
@@ -207,8 +188,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     for (const target of firstByteTargets) target.times.sort((x, y) => x - y);
     const directTimes = firstByteTargets[0]!.times;
     const added = (times: number[], q: number) => (times === directTimes ? '' : (quantile(times, q) - quantile(directTimes, q)).toFixed(2));
-    console.log(`\nstreaming time to first byte: ${options.firstByteRounds} rounds of one request to each target in turn`);
-    console.table(
+    table(
+      options.section,
+      `streaming time to first byte: ${options.firstByteRounds} rounds of one request to each target in turn`,
       firstByteTargets.map(({ name, times }) => ({
         target: name,
         'p50 ms': quantile(times, 0.5).toFixed(2),
@@ -217,6 +199,8 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
         'added p99 ms': added(times, 0.99),
       })),
     );
+    const firstByteAdded = Number(added(firstByteTargets[2]!.times, 0.5));
+    goal(options.section, { figure: 'streamed first byte, added p50', target: '< 1 ms', value: `${firstByteAdded.toFixed(2)} ms`, met: firstByteAdded < 1 });
 
     // The same first byte under a steady arrival of streams. One request at a time, every process
     // sleeps between calls, and on this VM a process's wake-up costs more the longer it slept
@@ -228,8 +212,9 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
       underLoad.push({ name, result: await openLoopLoad(streamed(call), options.firstByteRate, options.firstByteSeconds, pid) });
     }
     const base = underLoad[0]!.result;
-    console.log(`\nstreaming time to first byte under load: ${options.firstByteRate} streams a second for ${options.firstByteSeconds} s to each target (open loop, ${base.generator} load generator)`);
-    console.table(
+    table(
+      options.section,
+      `streaming time to first byte under load: ${options.firstByteRate} streams a second for ${options.firstByteSeconds} s to each target (open loop, ${base.generator} load generator)`,
       underLoad.map(({ name, result }) => ({
         target: name,
         'sustained req/s': Math.round(result.sustainedPerSecond),
@@ -247,8 +232,7 @@ export async function runGatewayOverheadBench(options: OverheadOptions): Promise
     await proxied.close();
     await through.close();
     await stopChild(floorProxy);
-    await stopChild(gateway);
-    await stopChild(emulator);
+    await stopTargets();
   }
   // The gateway writes its side of the trace as it stops.
   if (traceDirectory) {
@@ -273,4 +257,121 @@ async function databaseWork(databaseUrl: string): Promise<{ commits: number; row
   } finally {
     await client.end();
   }
+}
+
+/** Limits a load test must not hit: the bench measures the gateway, not its refusals. */
+const RAISED_LIMITS = { EDGE_RPM_LIMIT: '100000000', DEVELOPER_RPM_LIMIT: '100000000', DEVELOPER_TPM_LIMIT: '2000000000' };
+
+interface Targets {
+  emulator: ChildProcess;
+  emulatorUrl: string;
+  emulatorKey: string;
+  gateway: { pid?: number };
+  gatewayUrl: string;
+  stopTargets(): Promise<void>;
+}
+
+/** The bench's own configuration: the emulator and the gateway each their own process, the gateway at LOG_LEVEL warn with no worker beside it. */
+async function startForBench(databaseUrl: string, apiTrace: string | undefined): Promise<Targets> {
+  const emulatorPort = await freePort();
+  // The emulator stands in for a provider across the network. It runs with the API's V8 flags, so
+  // its own full collections (a 20-30 ms stall each, in the direct and the gateway runs alike) add
+  // less noise to the difference between them.
+  const emulator = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'shared/emulator/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, EMULATOR_PORT: String(emulatorPort) } });
+  const printed = await printedJson(emulator, 'listening');
+  const emulatorKey = printed.api_keys.openai as string;
+  const gatewayPort = await freePort();
+  // BENCH_PROFILE=1 writes the gateway's CPU profile to /tmp/prof (open it in Chrome DevTools).
+  const gateway = spawn(process.execPath, [...benchApiNodeArgs(), '--import', 'tsx', 'bench/support/bench-server.ts'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      API_PORT: String(gatewayPort),
+      LOG_LEVEL: 'warn',
+      REDIS_KEY_PREFIX: `svc-bench-${process.pid}`,
+      ...RAISED_LIMITS,
+      OPENAI_API_KEY: emulatorKey,
+      OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+      ...(apiTrace && { BENCH_TRACE_FILE: apiTrace }),
+    },
+  });
+  // BENCH_API_STDOUT names a file that gets what the gateway prints (a trace flag's output, say).
+  if (process.env.BENCH_API_STDOUT) gateway.stdout!.pipe(createWriteStream(process.env.BENCH_API_STDOUT));
+  else gateway.stdout!.resume();
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  await answering(`${gatewayUrl}/v1/compatibility`);
+  return {
+    emulator,
+    emulatorUrl: printed.listening as string,
+    emulatorKey,
+    gateway,
+    gatewayUrl,
+    async stopTargets() {
+      await stopChild(gateway);
+      await stopChild(emulator);
+    },
+  };
+}
+
+/**
+ * The platform exactly as `npm start` starts it (scripts/platform.ts start, after the install
+ * step): the API with its node flags and the default log level, the worker, the memory hive, a
+ * Temporal dev server, and the upstream emulator served from the orchestrator's own process.
+ * Only the rate limits are raised, and its ports, data directory, Redis prefix and task queue
+ * are its own.
+ */
+async function startLikeNpmStart(databaseUrl: string): Promise<Targets> {
+  const [apiPort, hivePort, temporalPort, temporalUiPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'svc-bench-started-'));
+  const { TEMPORAL_ADDRESS: _useOwnServer, ...environment } = process.env;
+  const platform = spawn(process.execPath, ['--import', 'tsx', 'scripts/platform.ts', 'start'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: {
+      ...environment,
+      DATABASE_URL: databaseUrl,
+      DATA_DIR: dataDir,
+      API_PORT: String(apiPort),
+      HIVE_PORT: String(hivePort),
+      TEMPORAL_DEV_PORT: String(temporalPort),
+      TEMPORAL_DEV_UI_PORT: String(temporalUiPort),
+      REDIS_KEY_PREFIX: `svc-bench-started-${process.pid}`,
+      TEMPORAL_TASK_QUEUE: `svc-bench-started-${process.pid}`,
+      ...RAISED_LIMITS,
+    },
+  });
+  let printed = '';
+  const up = new Promise<void>((resolve, reject) => {
+    platform.stderr!.on('data', (chunk: Buffer) => {
+      printed += chunk.toString();
+      if (printed.includes('The platform is up')) resolve();
+    });
+    platform.once('exit', (code) => reject(new Error(`npm start's orchestrator exited (${code}) before the platform was up:\n${printed.slice(-2000)}`)));
+  });
+  await up;
+  const emulatorUrl = /upstream emulator at (http:\/\/\S+)/.exec(printed)?.[1];
+  if (!emulatorUrl) throw new Error(`npm start served no emulator (a provider key is configured?):\n${printed.slice(-2000)}`);
+  const apiPid = childPid(platform.pid!, 'api/main.ts');
+  return {
+    // The emulator runs in the orchestrator's process, as with npm start.
+    emulator: platform,
+    emulatorUrl,
+    emulatorKey: 'emu-openai-key',
+    gateway: { pid: apiPid },
+    gatewayUrl: `http://127.0.0.1:${apiPort}`,
+    async stopTargets() {
+      await stopChild(platform, 60_000);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The pid of `parent`'s child process whose command line names `script`. */
+function childPid(parent: number, script: string): number | undefined {
+  const children = readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(script));
+}
+
+async function answering(url: string): Promise<void> {
+  for (let attempt = 0; attempt < 150 && !(await fetch(url).then((r) => r.ok, () => false)); attempt++) await new Promise((resolve) => setTimeout(resolve, 200));
 }

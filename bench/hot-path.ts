@@ -19,6 +19,7 @@ import { benchApiNodeArgs } from './support/node-flags.js';
 import { watchApiMetrics } from './support/api-metrics.js';
 import { openLoopLoad } from './support/load.js';
 import { printTailBreakdown, tailBreakdown } from './support/tail.js';
+import { goal, table } from './support/report.js';
 
 export interface HotPathOptions {
   databaseUrl: string;
@@ -101,14 +102,19 @@ export async function runHotPathBench(base: Config, options: HotPathOptions): Pr
       'send lag p99 ms': measured.sendLagP99?.toFixed(2) ?? 'n/a',
       'generator cpu ms/req': measured.generatorCpuMsPerRequest?.toFixed(3) ?? 'n/a',
     });
-    console.log(`hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`);
-    console.table([row('metered call', result), row('bare node:http (floor)', floor), row('floor + Redis + 2 PostgreSQL round trips', roundTrips), row('floor + Redis round trip', redisOnly)]);
+    table('hot-path', `hot path: ${options.ratePerSecond} req/s offered for ${options.seconds} s, API in its own process, ${result.generator} load generator`, [
+      row('metered call', result),
+      row('bare node:http (floor)', floor),
+      row('floor + Redis + 2 PostgreSQL round trips', roundTrips),
+      row('floor + Redis round trip', redisOnly),
+    ]);
+    goal('hot-path', { figure: `metered call p99 at ${options.ratePerSecond} req/s`, target: '< 2 ms at 1,000 req/s', value: `${result.p99.toFixed(2)} ms`, met: result.p99 < 2 });
     if (inside) {
       console.log(
         `inside the API during the metered run: event loop late by p99 ${inside.loopDelayP99Ms.toFixed(2)} ms (max ${inside.loopDelayMaxMs.toFixed(2)} ms); ` +
           `${inside.gcCount} collections pausing ${inside.gcPauseMs.toFixed(0)} ms in all`,
       );
-      console.table(Object.entries(inside.steps).map(([step, time]) => ({ step, 'mean ms': time.meanMs.toFixed(2), 'p99 at most ms': time.p99AtMostMs })));
+      table('hot-path', 'steps inside the API during the metered run', Object.entries(inside.steps).map(([step, time]) => ({ step, 'mean ms': time.meanMs.toFixed(2), 'p99 at most ms': time.p99AtMostMs })));
     }
   } finally {
     await stopChild(floorServer);

@@ -24,6 +24,7 @@ import { createLogger } from '../shared/logger.js';
 import { createEndpoint } from '../shared/webhooks/endpoints.js';
 import { freePort, startTemporalDevServer, stopChild, type TemporalDevServer } from '../scripts/lib/local-services.js';
 import { profileFlags } from './support/node-flags.js';
+import { table } from './support/report.js';
 
 export interface WebhookBenchOptions {
   databaseUrl: string;
@@ -111,14 +112,14 @@ export async function runWebhookBench(base: Config, options: WebhookBenchOptions
     const burstCommitted = Date.now();
     await waitForReceipts(burst.commits, options.endpoints, receipts, 300_000);
     rows.push(summarize(`burst: ${options.events} events committed at once (tx of 100 rows)`, burst.commits, burst.started, burstCommitted, options.endpoints, receipts));
-    console.table(rows.slice(-1));
+    table('webhooks', 'burst', rows.slice(-1));
 
     const paced = phase(options.events);
     await commitPaced(db, developer.id, paced.count, options.ratePerSecond, paced.commits);
     const pacedCommitted = Date.now();
     await waitForReceipts(paced.commits, options.endpoints, receipts, 300_000);
     rows.push(summarize(`paced: ${options.ratePerSecond} events/s, one tx each`, paced.commits, paced.started, pacedCommitted, options.endpoints, receipts));
-    console.table(rows.slice(-1));
+    table('webhooks', 'paced', rows.slice(-1));
     const { rows: outcome } = await db.query(
       `SELECT status, count(*)::int AS deliveries FROM webhook_deliveries WHERE developer_id = $1 GROUP BY status ORDER BY status`,
       [developer.id],
