@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from './support/expect-error.js';
 import { createApiKey, revokeApiKey } from '../shared/accounts/accounts.js';
 import { hashKey } from '../shared/accounts/keys.js';
 import {
@@ -22,9 +23,6 @@ afterAll(() => gateway?.close());
 
 const balance = (headers: Record<string, string> = {}) => call(gateway.baseUrl, '/v1/balance', { headers });
 
-function expectError(response: { status: number; body: any }, status: number, type: string, code: string): void {
-  expect({ status: response.status, type: response.body?.error?.type, code: response.body?.error?.code }).toEqual({ status, type, code });
-}
 
 describe('developer keys (Bearer ko_)', () => {
   it('lets a valid key with the scope through', async () => {
@@ -44,21 +42,21 @@ describe('developer keys (Bearer ko_)', () => {
   });
 
   it('401 missing_token without an Authorization header', async () => {
-    expectError(await balance(), 401, 'authentication_error', 'missing_token');
+    expectError(await balance(), 401, 'missing_token', { type: 'authentication_error' });
   });
 
   it.each([['Basic dXNlcjpwYXNz'], ['bearer ko_abc'], ['Token abc'], ['Bearer'], ['Bearer   '], ['Client']])(
     '401 invalid_auth_scheme for %j, saying which schemes exist',
     async (header) => {
       const response = await balance({ Authorization: header });
-      expectError(response, 401, 'authentication_error', 'invalid_auth_scheme');
+      expectError(response, 401, 'invalid_auth_scheme', { type: 'authentication_error' });
       expect(response.body.error.message).toContain("'Bearer ' or 'Client '");
     },
   );
 
   it('refuses a bad scheme before routing, even on an unknown path', async () => {
     const response = await call(gateway.baseUrl, '/v1/no-such-route', { headers: { Authorization: 'Basic abc' } });
-    expectError(response, 401, 'authentication_error', 'invalid_auth_scheme');
+    expectError(response, 401, 'invalid_auth_scheme', { type: 'authentication_error' });
   });
 
   it.each([
@@ -68,16 +66,16 @@ describe('developer keys (Bearer ko_)', () => {
     ['ko_ with uppercase hex', `ko_${'A'.repeat(64)}`],
     ['ko_ too short', `ko_${'a'.repeat(63)}`],
   ])('401 invalid_token_format for %s', async (_label, credential) => {
-    expectError(await balance({ Authorization: `Bearer ${credential}` }), 401, 'authentication_error', 'invalid_token_format');
+    expectError(await balance({ Authorization: `Bearer ${credential}` }), 401, 'invalid_token_format', { type: 'authentication_error' });
   });
 
   it('401 invalid_token for a well-formed key nobody issued', async () => {
-    expectError(await balance(bearer(`ko_${'0'.repeat(64)}`)), 401, 'authentication_error', 'invalid_token');
+    expectError(await balance(bearer(`ko_${'0'.repeat(64)}`)), 401, 'invalid_token', { type: 'authentication_error' });
   });
 
   it('401 invalid_token for an expired key', async () => {
     const { plaintext } = await createApiKey(gateway.platform.db, alice.accountId, { name: 'old', scopes: ['api:read'], expiresAt: new Date(Date.now() - 1000) });
-    expectError(await balance(bearer(plaintext)), 401, 'authentication_error', 'invalid_token');
+    expectError(await balance(bearer(plaintext)), 401, 'invalid_token', { type: 'authentication_error' });
   });
 
   it('accepts a key whose expiry is still ahead', async () => {
@@ -89,7 +87,7 @@ describe('developer keys (Bearer ko_)', () => {
     const { key, plaintext } = await createApiKey(gateway.platform.db, alice.accountId, { name: 'to revoke', scopes: ['api:read'] });
     expect((await balance(bearer(plaintext))).status).toBe(200);
     await revokeApiKey(gateway.platform.db, alice.accountId, key.id);
-    expectError(await balance(bearer(plaintext)), 401, 'authentication_error', 'invalid_token');
+    expectError(await balance(bearer(plaintext)), 401, 'invalid_token', { type: 'authentication_error' });
     const { rowCount } = await gateway.platform.db.query('SELECT 1 FROM api_keys WHERE id = $1', [key.id]);
     expect(rowCount).toBe(0);
   });
@@ -104,7 +102,7 @@ describe('developer keys (Bearer ko_)', () => {
   it('403 insufficient_scope when the key lacks the route scope', async () => {
     const chatOnly = await createDeveloper(gateway.platform, { scopes: ['api:chat'] });
     const response = await balance(bearer(chatOnly.key));
-    expectError(response, 403, 'permission_error', 'insufficient_scope');
+    expectError(response, 403, 'insufficient_scope', { type: 'permission_error' });
     expect(response.body.error.message).toContain('api:read');
   });
 
@@ -115,13 +113,13 @@ describe('developer keys (Bearer ko_)', () => {
 
   it('403 endpoint_not_allowed_for_client_token for a client token on a Bearer-only route', async () => {
     const response = await balance({ Authorization: 'Client eyJhbGciOiJFZERTQSJ9.e30.c2ln' });
-    expectError(response, 403, 'permission_error', 'endpoint_not_allowed_for_client_token');
+    expectError(response, 403, 'endpoint_not_allowed_for_client_token', { type: 'permission_error' });
   });
 
   it('refuses a key of a closed account', async () => {
     const closing = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
     await gateway.platform.db.query(`UPDATE accounts SET status = 'closed', closed_at = now() WHERE id = $1`, [closing.accountId]);
-    expectError(await balance(bearer(closing.key)), 401, 'authentication_error', 'invalid_token');
+    expectError(await balance(bearer(closing.key)), 401, 'invalid_token', { type: 'authentication_error' });
   });
 });
 
@@ -144,22 +142,22 @@ describe('provisioning keys (Bearer rsk_) on /v1/accounts', () => {
     ['a malformed rsk_ key', { Authorization: 'Bearer rsk_123' }],
     ['an unknown rsk_ key', { Authorization: `Bearer rsk_${'b'.repeat(64)}` }],
   ])('401 invalid_provisioning_key for %s', async (_label, headers) => {
-    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers }), 401, 'authentication_error', 'invalid_provisioning_key');
+    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers }), 401, 'invalid_provisioning_key', { type: 'authentication_error' });
   });
 
   it("401 invalid_provisioning_key for alice's real ko_ key too", async () => {
-    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(alice.key) }), 401, 'authentication_error', 'invalid_provisioning_key');
+    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(alice.key) }), 401, 'invalid_provisioning_key', { type: 'authentication_error' });
   });
 
   it('401 invalid_provisioning_key for a replaced (revoked) rsk_ key; the new one works', async () => {
     const replacement = await createProvisioningKeyFor(gateway.platform, alice.accountId);
-    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(provisioningKey) }), 401, 'authentication_error', 'invalid_provisioning_key');
+    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(provisioningKey) }), 401, 'invalid_provisioning_key', { type: 'authentication_error' });
     expect((await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(replacement) })).status).toBe(200);
     provisioningKey = replacement;
   });
 
   it('still refuses a bad scheme with invalid_auth_scheme', async () => {
-    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: { Authorization: 'Basic x' } }), 401, 'authentication_error', 'invalid_auth_scheme');
+    expectError(await call(gateway.baseUrl, '/v1/accounts', { headers: { Authorization: 'Basic x' } }), 401, 'invalid_auth_scheme', { type: 'authentication_error' });
   });
 });
 
@@ -176,7 +174,7 @@ describe('cross-tenant ids are 404, never 403', () => {
 
     for (const id of [bobsEndUser, bob.accountId, alice.accountId, 'not-a-uuid']) {
       const response = await call(gateway.baseUrl, `/v1/accounts/${id}`, { headers: bearer(aliceKey) });
-      expectError(response, 404, 'not_found_error', 'account_not_found');
+      expectError(response, 404, 'account_not_found', { type: 'not_found_error' });
     }
     const list = await call(gateway.baseUrl, '/v1/accounts', { headers: bearer(aliceKey) });
     expect(list.body.data).toEqual([]);
@@ -196,7 +194,7 @@ describe('cross-tenant ids are 404, never 403', () => {
     const clamped = await call(gateway.baseUrl, '/v1/accounts?limit=0', { headers: bearer(key) });
     expect(clamped.body.data).toHaveLength(1);
     const badCursor = await call(gateway.baseUrl, '/v1/accounts?after=garbage', { headers: bearer(key) });
-    expectError(badCursor, 400, 'invalid_request_error', 'invalid_request');
+    expectError(badCursor, 400, 'invalid_request', { type: 'invalid_request_error' });
     expect(badCursor.body.error.param).toBe('after');
   });
 });

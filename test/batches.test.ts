@@ -1,4 +1,5 @@
 import OpenAI, { toFile } from 'openai';
+import { expectError } from './support/expect-error.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startBatchWorkflow, startUnstartedBatches } from '../shared/batches/batches.js';
 import { insertBatch } from '../shared/batches/repository.js';
@@ -30,9 +31,6 @@ afterEach(() => emulated.clearFaults());
 
 const post = (pathname: string, json: unknown, key = developer.key) => call(gateway.baseUrl, pathname, { method: 'POST', json, headers: bearer(key) });
 
-function expectError(response: ApiResponse, status: number, code: string, param?: string): void {
-  expect({ status: response.status, code: response.body?.error?.code, param: response.body?.error?.param }).toEqual({ status, code, param });
-}
 
 async function batchEvents(batchId: string): Promise<string[]> {
   const { rows } = await gateway.platform.db.query(`SELECT type FROM outbox_events WHERE data->'batch'->>'id' = $1 ORDER BY created_at, id`, [batchId]);
@@ -94,27 +92,27 @@ describe('batch create refusals', () => {
 
   it('needs an input_file_id of an existing file uploaded with purpose batch', async () => {
     const { input_file_id: _, ...withoutFile } = valid();
-    expectError(await post('/v1/batches', withoutFile), 400, 'missing_input_file_id', 'input_file_id');
-    expectError(await post('/v1/batches', { ...valid(), input_file_id: 'file_doesnotexist000000000000' }), 404, 'not_found', 'input_file_id');
+    expectError(await post('/v1/batches', withoutFile), 400, 'missing_input_file_id', { param: 'input_file_id' });
+    expectError(await post('/v1/batches', { ...valid(), input_file_id: 'file_doesnotexist000000000000' }), 404, 'not_found', { param: 'input_file_id' });
     const visionFile = await uploadFile(gateway, developer.key, jsonl([chatLine('a')]), 'vision', 'image.jsonl');
-    expectError(await post('/v1/batches', { ...valid(), input_file_id: visionFile }), 400, 'input_file_wrong_purpose', 'input_file_id');
+    expectError(await post('/v1/batches', { ...valid(), input_file_id: visionFile }), 400, 'input_file_wrong_purpose', { param: 'input_file_id' });
     // Another developer's file is not found, never forbidden.
     const stranger = await createDeveloper(gateway.platform);
-    expectError(await post('/v1/batches', valid(), stranger.key), 404, 'not_found', 'input_file_id');
+    expectError(await post('/v1/batches', valid(), stranger.key), 404, 'not_found', { param: 'input_file_id' });
   });
 
   it('takes only the three batch endpoints and the 24h window', async () => {
-    expectError(await post('/v1/batches', { ...valid(), endpoint: '/v1/completions' }), 400, 'invalid_endpoint', 'endpoint');
-    expectError(await post('/v1/batches', { ...valid(), endpoint: undefined }), 400, 'invalid_endpoint', 'endpoint');
-    expectError(await post('/v1/batches', { ...valid(), completion_window: '48h' }), 400, 'invalid_completion_window', 'completion_window');
-    expectError(await post('/v1/batches', { ...valid(), completion_window: undefined }), 400, 'invalid_completion_window', 'completion_window');
+    expectError(await post('/v1/batches', { ...valid(), endpoint: '/v1/completions' }), 400, 'invalid_endpoint', { param: 'endpoint' });
+    expectError(await post('/v1/batches', { ...valid(), endpoint: undefined }), 400, 'invalid_endpoint', { param: 'endpoint' });
+    expectError(await post('/v1/batches', { ...valid(), completion_window: '48h' }), 400, 'invalid_completion_window', { param: 'completion_window' });
+    expectError(await post('/v1/batches', { ...valid(), completion_window: undefined }), 400, 'invalid_completion_window', { param: 'completion_window' });
   });
 
   it('limits metadata to 16 keys and 4 KB', async () => {
     const many = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v']));
-    expectError(await post('/v1/batches', { ...valid(), metadata: many }), 400, 'metadata_too_many_keys', 'metadata');
+    expectError(await post('/v1/batches', { ...valid(), metadata: many }), 400, 'metadata_too_many_keys', { param: 'metadata' });
     const large = Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`key${i}`, 'x'.repeat(500)]));
-    expectError(await post('/v1/batches', { ...valid(), metadata: large }), 400, 'metadata_too_large', 'metadata');
+    expectError(await post('/v1/batches', { ...valid(), metadata: large }), 400, 'metadata_too_large', { param: 'metadata' });
     // Nothing refused made a batch.
     const { rows } = await gateway.platform.db.query('SELECT count(*)::int AS n FROM batches WHERE input_file_id = $1', [batchFile]);
     expect(rows[0].n).toBe(0);
@@ -124,18 +122,18 @@ describe('batch create refusals', () => {
     const customer = await post('/v1/customers', { external_id: 'batch-client' });
     const minted = await post(`/v1/customers/${customer.body.id}/client_tokens`, {});
     const refused = await call(gateway.baseUrl, '/v1/batches', { method: 'POST', json: valid(), headers: { Authorization: `Client ${minted.body.token}` } });
-    expectError(refused, 403, 'endpoint_not_allowed_for_client_token');
+    expectError(refused, 403, 'endpoint_not_allowed_for_client_token', { param: undefined });
   });
 
   it('answers 404 for an unknown or foreign batch, and 409 batch_not_cancellable for a finished one', async () => {
-    expectError(await call(gateway.baseUrl, '/v1/batches/batch_nope', { headers: bearer(developer.key) }), 404, 'not_found');
+    expectError(await call(gateway.baseUrl, '/v1/batches/batch_nope', { headers: bearer(developer.key) }), 404, 'not_found', { param: undefined });
     const batch = await createBatch(gateway, developer.key, batchFile);
     const stranger = await createDeveloper(gateway.platform);
-    expectError(await call(gateway.baseUrl, `/v1/batches/${batch.id}`, { headers: bearer(stranger.key) }), 404, 'not_found');
-    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}, stranger.key), 404, 'not_found');
+    expectError(await call(gateway.baseUrl, `/v1/batches/${batch.id}`, { headers: bearer(stranger.key) }), 404, 'not_found', { param: undefined });
+    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}, stranger.key), 404, 'not_found', { param: undefined });
     const done = await waitForBatchEnd(gateway, developer.key, batch.id);
     expect(done.status).toBe('completed');
-    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}), 409, 'batch_not_cancellable');
+    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}), 409, 'batch_not_cancellable', { param: undefined });
   });
 });
 
@@ -306,7 +304,7 @@ describe('running batches', () => {
     const { rows } = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM billing_holds WHERE developer_id = $1 AND status = 'held'`, [developer.accountId]);
     expect(rows[0].n).toBe(0);
     expect(await batchEvents(batch.id)).toEqual(['batch.created', 'batch.cancelled']);
-    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}), 409, 'batch_not_cancellable');
+    expectError(await post(`/v1/batches/${batch.id}/cancel`, {}), 409, 'batch_not_cancellable', { param: undefined });
   });
 
   it('ends cancelled with its finished lines when the workflow itself is cancelled in Temporal', async () => {

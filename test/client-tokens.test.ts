@@ -1,4 +1,5 @@
 import { createHash, createPrivateKey } from 'node:crypto';
+import { expectError } from './support/expect-error.js';
 import type http from 'node:http';
 import express from 'express';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose';
@@ -56,9 +57,6 @@ async function mint(customer: string, body: Record<string, unknown> = {}, baseUr
   return minted.body;
 }
 
-function expectError(response: ApiResponse, status: number, code: string, param?: string): void {
-  expect({ status: response.status, code: response.body?.error?.code, param: response.body?.error?.param }).toEqual({ status, code, param });
-}
 
 interface Probe {
   url: string;
@@ -187,17 +185,17 @@ describe('mint', () => {
     [{ bind_ip: 'yes' }, 'invalid_request', 'bind_ip'],
     [{ token: 'mine' }, 'invalid_request', 'token'],
   ])('400 for %j', async (body, code, param) => {
-    expectError(await post(tokensPath(customer), body), 400, code, param);
+    expectError(await post(tokensPath(customer), body), 400, code, { param: param });
   });
 
   it("400 rpm_exceeds_customer_cap above the customer's rpm_limit; an omitted rpm_limit takes a lower customer cap", async () => {
     const slow = await newCustomer({ rpm_limit: 30 });
-    expectError(await post(tokensPath(slow), { rpm_limit: 31 }), 400, 'rpm_exceeds_customer_cap', 'rpm_limit');
+    expectError(await post(tokensPath(slow), { rpm_limit: 31 }), 400, 'rpm_exceeds_customer_cap', { param: 'rpm_limit' });
     const atCap = await mint(slow, { rpm_limit: 30 });
     const omitted = await mint(slow);
     const fast = await newCustomer({ rpm_limit: 100 });
     const defaulted = await mint(fast);
-    expectError(await post(tokensPath(fast), { rpm_limit: 101 }), 400, 'rpm_exceeds_customer_cap', 'rpm_limit');
+    expectError(await post(tokensPath(fast), { rpm_limit: 101 }), 400, 'rpm_exceeds_customer_cap', { param: 'rpm_limit' });
     const { rows } = await gateway.platform.db.query('SELECT jti, rpm_limit FROM client_tokens WHERE jti = ANY($1)', [[atCap.jti, omitted.jti, defaulted.jti]]);
     expect(Object.fromEntries(rows.map((row) => [row.jti, row.rpm_limit]))).toEqual({ [atCap.jti]: 30, [omitted.jti]: 30, [defaulted.jti]: 60 });
   });
@@ -205,16 +203,16 @@ describe('mint', () => {
   it("404 not_found for an unknown customer, a bare name, and another developer's customer", async () => {
     const other = await createDeveloper(gateway.platform);
     const theirs = await newCustomer({ external_id: 'theirs' }, other.key);
-    for (const id of ['cus_doesnotexist', 'ext:nobody', 'nobody', theirs, 'ext:theirs']) expectError(await post(tokensPath(id), {}), 404, 'not_found');
+    for (const id of ['cus_doesnotexist', 'ext:nobody', 'nobody', theirs, 'ext:theirs']) expectError(await post(tokensPath(id), {}), 404, 'not_found', { param: undefined });
   });
 
   it('needs api:client_tokens to mint and revoke, api:read to list', async () => {
     const reader = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
     const minter = await createDeveloper(gateway.platform, { scopes: ['api:client_tokens'] });
-    expectError(await post(tokensPath(customer), {}, reader.key), 403, 'insufficient_scope');
-    expectError(await del(`${tokensPath(customer)}/ctok_x`, reader.key), 403, 'insufficient_scope');
-    expectError(await post(`${tokensPath(customer)}/revoke_all`, {}, reader.key), 403, 'insufficient_scope');
-    expectError(await get(tokensPath(customer), minter.key), 403, 'insufficient_scope');
+    expectError(await post(tokensPath(customer), {}, reader.key), 403, 'insufficient_scope', { param: undefined });
+    expectError(await del(`${tokensPath(customer)}/ctok_x`, reader.key), 403, 'insufficient_scope', { param: undefined });
+    expectError(await post(`${tokensPath(customer)}/revoke_all`, {}, reader.key), 403, 'insufficient_scope', { param: undefined });
+    expectError(await get(tokensPath(customer), minter.key), 403, 'insufficient_scope', { param: undefined });
   });
 
   it('429 mint_rate_limit with Retry-After: 60 past 100 mints a minute for one customer, counting exactly 100 of a concurrent burst', async () => {
@@ -282,7 +280,7 @@ describe('list and revoke', () => {
     const first = await del(`${tokensPath(customer)}/${token.jti}`);
     expect({ status: first.status, text: first.text }).toEqual({ status: 204, text: '' });
     expect((await del(`${tokensPath(customer)}/${token.jti}`)).status).toBe(204);
-    expectError(await probe.send(token.token), 401, 'invalid_client_token');
+    expectError(await probe.send(token.token), 401, 'invalid_client_token', { param: undefined });
   });
 
   it("404 not_found for an unknown jti, another customer's jti, and another developer's", async () => {
@@ -293,12 +291,12 @@ describe('list and revoke', () => {
     const theirCustomer = await newCustomer({}, other.key);
     const theirToken = (await post(tokensPath(theirCustomer), {}, other.key)).body;
 
-    expectError(await del(`${tokensPath(customer)}/ctok_unknownunknownunknown1`), 404, 'not_found');
-    expectError(await del(`${tokensPath(customer)}/${siblingToken.jti}`), 404, 'not_found');
-    expectError(await del(`${tokensPath(customer)}/${theirToken.jti}`), 404, 'not_found');
-    expectError(await del(`${tokensPath(theirCustomer)}/${theirToken.jti}`), 404, 'not_found');
-    expectError(await get(tokensPath(theirCustomer)), 404, 'not_found');
-    expectError(await post(`${tokensPath(theirCustomer)}/revoke_all`, {}), 404, 'not_found');
+    expectError(await del(`${tokensPath(customer)}/ctok_unknownunknownunknown1`), 404, 'not_found', { param: undefined });
+    expectError(await del(`${tokensPath(customer)}/${siblingToken.jti}`), 404, 'not_found', { param: undefined });
+    expectError(await del(`${tokensPath(customer)}/${theirToken.jti}`), 404, 'not_found', { param: undefined });
+    expectError(await del(`${tokensPath(theirCustomer)}/${theirToken.jti}`), 404, 'not_found', { param: undefined });
+    expectError(await get(tokensPath(theirCustomer)), 404, 'not_found', { param: undefined });
+    expectError(await post(`${tokensPath(theirCustomer)}/revoke_all`, {}), 404, 'not_found', { param: undefined });
     // None of those attempts revoked anything.
     expect((await probe.send(siblingToken.token)).status).toBe(200);
     expect((await probe.send(theirToken.token)).status).toBe(200);
@@ -313,7 +311,7 @@ describe('list and revoke', () => {
     const revoked = await post(`${tokensPath(customer)}/revoke_all`, {});
     expect({ status: revoked.status, body: revoked.body }).toEqual({ status: 200, body: { revoked_count: 2 } });
     expect((await post(`${tokensPath(customer)}/revoke_all`, {})).body).toEqual({ revoked_count: 0 });
-    for (const token of tokens) expectError(await probe.send(token.token), 401, 'invalid_client_token');
+    for (const token of tokens) expectError(await probe.send(token.token), 401, 'invalid_client_token', { param: undefined });
     expect((await probe.send(bystander.token)).status).toBe(200);
     expect((await get(tokensPath(customer))).body.data).toEqual([]);
   });
@@ -329,7 +327,7 @@ describe('list and revoke', () => {
       call(gateway.baseUrl, `${tokensPath(customer)}/revoke_all`, { method: 'POST', json: {}, headers: client }),
       call(gateway.baseUrl, `/v1/customers/${customer}`, { headers: client }),
     ];
-    for (const response of await Promise.all(attempts)) expectError(response, 403, 'endpoint_not_allowed_for_client_token');
+    for (const response of await Promise.all(attempts)) expectError(response, 403, 'endpoint_not_allowed_for_client_token', { param: undefined });
     expect((await probe.send(token.token)).status).toBe(200); // the DELETE attempt revoked nothing
   });
 });
@@ -404,16 +402,16 @@ describe('verification (the Client scheme)', () => {
 
   it('403 endpoint_not_allowed_for_client_token when the token lacks the scope the endpoint needs', async () => {
     const embeddingsOnly = await mint(customer, { scope: ['embeddings', 'moderations'] });
-    expectError(await probe.send(embeddingsOnly.token), 403, 'endpoint_not_allowed_for_client_token');
+    expectError(await probe.send(embeddingsOnly.token), 403, 'endpoint_not_allowed_for_client_token', { param: undefined });
   });
 
   it('origin allowlist: an exact match passes; another, a near miss or a missing Origin is 403 origin_not_allowed', async () => {
     const token = await mint(customer, { origin_allowlist: ['https://app.example', 'http://localhost:5173'] });
     expect((await probe.send(token.token, { Origin: 'https://app.example' })).status).toBe(200);
     expect((await probe.send(token.token, { Origin: 'http://localhost:5173' })).status).toBe(200);
-    expectError(await probe.send(token.token, { Origin: 'https://evil.example' }), 403, 'origin_not_allowed');
-    expectError(await probe.send(token.token, { Origin: 'https://app.example/' }), 403, 'origin_not_allowed');
-    expectError(await probe.send(token.token), 403, 'origin_not_allowed');
+    expectError(await probe.send(token.token, { Origin: 'https://evil.example' }), 403, 'origin_not_allowed', { param: undefined });
+    expectError(await probe.send(token.token, { Origin: 'https://app.example/' }), 403, 'origin_not_allowed', { param: undefined });
+    expectError(await probe.send(token.token), 403, 'origin_not_allowed', { param: undefined });
     // A token without an allowlist takes any Origin, or none.
     expect((await probe.send(live.token, { Origin: 'https://anywhere.example' })).status).toBe(200);
   });
@@ -425,7 +423,7 @@ describe('verification (the Client scheme)', () => {
     const behindProxy = await startProbe(gateway.platform, { trustProxy: true });
     expect((await behindProxy.send(bound.token)).status).toBe(200);
     expect((await behindProxy.send(bound.token, { 'X-Forwarded-For': '127.0.0.1' })).status).toBe(200);
-    expectError(await behindProxy.send(bound.token, { 'X-Forwarded-For': '203.0.113.7' }), 403, 'ip_binding_violation');
+    expectError(await behindProxy.send(bound.token, { 'X-Forwarded-For': '203.0.113.7' }), 403, 'ip_binding_violation', { param: undefined });
     expect((await behindProxy.send(live.token, { 'X-Forwarded-For': '203.0.113.7' })).status).toBe(200); // unbound tokens do not care
     await expect(authorizeClientTokenCall(gateway.platform, bound.token, { scope: 'chat', origin: undefined, ip: undefined })).rejects.toMatchObject({
       status: 403,
@@ -437,12 +435,12 @@ describe('verification (the Client scheme)', () => {
     const behindProxy = await startProbe(gateway.platform, { trustProxy: true });
     const fenced = await mint(customer, { origin_allowlist: ['https://app.example'], bind_ip: true });
     const elsewhere = { 'X-Forwarded-For': '203.0.113.7' };
-    expectError(await behindProxy.send(fenced.token, { ...elsewhere, Origin: 'https://evil.example' }), 403, 'origin_not_allowed');
-    expectError(await behindProxy.send(fenced.token, { ...elsewhere, Origin: 'https://app.example' }), 403, 'ip_binding_violation');
+    expectError(await behindProxy.send(fenced.token, { ...elsewhere, Origin: 'https://evil.example' }), 403, 'origin_not_allowed', { param: undefined });
+    expectError(await behindProxy.send(fenced.token, { ...elsewhere, Origin: 'https://app.example' }), 403, 'ip_binding_violation', { param: undefined });
     const wrongScope = await mint(customer, { scope: ['embeddings'], origin_allowlist: ['https://app.example'] });
-    expectError(await behindProxy.send(wrongScope.token, { Origin: 'https://evil.example' }), 403, 'endpoint_not_allowed_for_client_token');
+    expectError(await behindProxy.send(wrongScope.token, { Origin: 'https://evil.example' }), 403, 'endpoint_not_allowed_for_client_token', { param: undefined });
     await del(`${tokensPath(customer)}/${wrongScope.jti}`);
-    expectError(await behindProxy.send(wrongScope.token, { Origin: 'https://evil.example' }), 401, 'invalid_client_token');
+    expectError(await behindProxy.send(wrongScope.token, { Origin: 'https://evil.example' }), 401, 'invalid_client_token', { param: undefined });
   });
 });
 
@@ -457,10 +455,10 @@ describe('signing keys', () => {
     const fresh = await mint(customer, {}, rotated.baseUrl);
     expect(decodeProtectedHeader(fresh.token)).toEqual({ alg: 'EdDSA', kid: 'k2', typ: 'JWT' });
     expect((await rotated.probe.send(fresh.token)).status).toBe(200);
-    expectError(await probe.send(fresh.token), 401, 'invalid_client_token'); // a replica still on [k1] does not know k2
+    expectError(await probe.send(fresh.token), 401, 'invalid_client_token', { param: undefined }); // a replica still on [k1] does not know k2
 
     const retired = await withKeys([k2]);
-    expectError(await retired.probe.send(old.token), 401, 'invalid_client_token');
+    expectError(await retired.probe.send(old.token), 401, 'invalid_client_token', { param: undefined });
     expect((await retired.probe.send(fresh.token)).status).toBe(200);
   });
 

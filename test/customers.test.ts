@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from './support/expect-error.js';
 import { attributeCustomer } from '../shared/customers/customers.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -15,9 +16,6 @@ const post = (path: string, json: unknown, key = developer.key) => call(gateway.
 const patch = (path: string, json: unknown) => call(gateway.baseUrl, path, { method: 'PATCH', json, headers: bearer(developer.key) });
 const get = (path: string, key = developer.key) => call(gateway.baseUrl, path, { headers: bearer(key) });
 
-function expectError(response: { status: number; body: any }, status: number, code: string, param?: string): void {
-  expect({ status: response.status, code: response.body?.error?.code, param: response.body?.error?.param }).toEqual({ status, code, param });
-}
 
 async function events(type: string): Promise<any[]> {
   const { rows } = await gateway.platform.db.query('SELECT data FROM outbox_events WHERE developer_id = $1 AND type = $2 ORDER BY created_at', [developer.accountId, type]);
@@ -64,7 +62,7 @@ describe('create and retrieve', () => {
 
   it('409 external_id_taken for a second customer with the same external_id', async () => {
     await post('/v1/customers', { external_id: 'dup' });
-    expectError(await post('/v1/customers', { external_id: 'dup' }), 409, 'external_id_taken', 'external_id');
+    expectError(await post('/v1/customers', { external_id: 'dup' }), 409, 'external_id_taken', { param: 'external_id' });
   });
 
   it.each([
@@ -87,24 +85,24 @@ describe('create and retrieve', () => {
     [{ external_id: '' }, 'invalid_external_id', 'external_id'],
     [{ nickname: 'x' }, 'invalid_request', 'nickname'],
   ])('400 for %j', async (body, code, param) => {
-    expectError(await post('/v1/customers', body), 400, code, param);
+    expectError(await post('/v1/customers', body), 400, code, { param: param });
   });
 
   it('400 billable_defaults_mutex when both billable defaults are set', async () => {
-    expectError(await post('/v1/customers', { default_billable_markup_pct: 10, default_billable_amount_usd: 0.01 }), 400, 'billable_defaults_mutex');
+    expectError(await post('/v1/customers', { default_billable_markup_pct: 10, default_billable_amount_usd: 0.01 }), 400, 'billable_defaults_mutex', { param: undefined });
   });
 
   it('404 for unknown ids, bare names, and another developer’s customer', async () => {
     const other = await createDeveloper(gateway.platform, { scopes: ['api:read', 'api:write'] });
     const theirs = await post('/v1/customers', { external_id: 'theirs' }, other.key);
-    for (const id of [theirs.body.id, 'ext:theirs', 'cus_doesnotexist', 'user-1']) expectError(await get(`/v1/customers/${id}`), 404, 'not_found');
+    for (const id of [theirs.body.id, 'ext:theirs', 'cus_doesnotexist', 'user-1']) expectError(await get(`/v1/customers/${id}`), 404, 'not_found', { param: undefined });
   });
 
   it('403 insufficient_scope: writes need api:write, reads api:read', async () => {
     const reader = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
-    expectError(await post('/v1/customers', {}, reader.key), 403, 'insufficient_scope');
+    expectError(await post('/v1/customers', {}, reader.key), 403, 'insufficient_scope', { param: undefined });
     const writer = await createDeveloper(gateway.platform, { scopes: ['api:write'] });
-    expectError(await get('/v1/customers', writer.key), 403, 'insufficient_scope');
+    expectError(await get('/v1/customers', writer.key), 403, 'insufficient_scope', { param: undefined });
   });
 });
 
@@ -115,7 +113,7 @@ describe('patch and archive', () => {
   });
 
   it('400 empty_patch for a patch with no updatable field', async () => {
-    expectError(await patch(`/v1/customers/${id}`, {}), 400, 'empty_patch');
+    expectError(await patch(`/v1/customers/${id}`, {}), 400, 'empty_patch', { param: undefined });
   });
 
   it('updates the named fields only, by cus_ id or ext: reference', async () => {
@@ -124,14 +122,14 @@ describe('patch and archive', () => {
   });
 
   it('400 billable_defaults_mutex when a patch would leave both defaults set, and allows swapping them', async () => {
-    expectError(await patch(`/v1/customers/${id}`, { default_billable_markup_pct: 10 }), 400, 'billable_defaults_mutex');
+    expectError(await patch(`/v1/customers/${id}`, { default_billable_markup_pct: 10 }), 400, 'billable_defaults_mutex', { param: undefined });
     const swapped = await patch(`/v1/customers/${id}`, { default_billable_markup_pct: 10, default_billable_amount_usd: null });
     expect(swapped.body).toMatchObject({ default_billable_markup_pct: 10, default_billable_amount_usd: null });
   });
 
   it('409 external_id_taken when renaming onto a taken external_id', async () => {
     await post('/v1/customers', { external_id: 'taken' });
-    expectError(await patch(`/v1/customers/${id}`, { external_id: 'taken' }), 409, 'external_id_taken', 'external_id');
+    expectError(await patch(`/v1/customers/${id}`, { external_id: 'taken' }), 409, 'external_id_taken', { param: 'external_id' });
   });
 
   it('archives once, records customer.archived, and lists by status', async () => {
@@ -142,7 +140,7 @@ describe('patch and archive', () => {
     expect((await events('customer.archived')).map((event) => event.customer.id)).toEqual([id]);
     const listed = await get('/v1/customers?status=archived');
     expect(listed.body.data.map((customer: { id: string }) => customer.id)).toEqual([id]);
-    expectError(await get('/v1/customers?status=gone'), 400, 'invalid_request', 'status');
+    expectError(await get('/v1/customers?status=gone'), 400, 'invalid_request', { param: 'status' });
   });
 });
 

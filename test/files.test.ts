@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { expectError } from './support/expect-error.js';
 import { mkdtempSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,9 +31,6 @@ function form(parts: { purpose?: string; file?: { content: string | Uint8Array; 
 const upload = (body: FormData | string, key = developer.key, headers: Record<string, string> = {}) =>
   call(gateway.baseUrl, '/v1/files', { method: 'POST', body, headers: { ...bearer(key), ...headers } });
 
-function expectError(response: ApiResponse, status: number, code: string, param?: string): void {
-  expect({ status: response.status, code: response.body?.error?.code, param: response.body?.error?.param }).toEqual({ status, code, param });
-}
 
 const partialFiles = () =>
   readdirSync(path.join(dataDir, 'files'), { recursive: true, withFileTypes: true })
@@ -77,25 +75,25 @@ describe('POST /v1/files', () => {
   });
 
   it('refuses a missing or unknown purpose, a missing file part and a file part without a filename', async () => {
-    expectError(await upload(form({ file: { content: 'x', filename: 'a.jsonl' } })), 400, 'missing_purpose', 'purpose');
-    expectError(await upload(form({ purpose: 'fine-tune', file: { content: 'x', filename: 'a.jsonl' } })), 400, 'invalid_purpose', 'purpose');
-    expectError(await upload(form({ purpose: 'batch' })), 400, 'missing_file', 'file');
-    expectError(await upload(form({ purpose: 'batch', file: 'not a file, a plain field' })), 400, 'missing_filename', 'file');
+    expectError(await upload(form({ file: { content: 'x', filename: 'a.jsonl' } })), 400, 'missing_purpose', { param: 'purpose' });
+    expectError(await upload(form({ purpose: 'fine-tune', file: { content: 'x', filename: 'a.jsonl' } })), 400, 'invalid_purpose', { param: 'purpose' });
+    expectError(await upload(form({ purpose: 'batch' })), 400, 'missing_file', { param: 'file' });
+    expectError(await upload(form({ purpose: 'batch', file: 'not a file, a plain field' })), 400, 'missing_filename', { param: 'file' });
     // Nothing refused stays behind in storage.
     expect(partialFiles()).toEqual([]);
   });
 
   it('refuses a body that is not multipart, or multipart that does not parse', async () => {
     const json = await call(gateway.baseUrl, '/v1/files', { method: 'POST', json: { purpose: 'batch' }, headers: bearer(developer.key) });
-    expectError(json, 400, 'invalid_multipart');
+    expectError(json, 400, 'invalid_multipart', { param: undefined });
     const broken = await upload('--nope\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch', developer.key, { 'content-type': 'multipart/form-data' });
-    expectError(broken, 400, 'invalid_multipart');
+    expectError(broken, 400, 'invalid_multipart', { param: undefined });
   });
 
   it('refuses a file over the upload limit with 413 and keeps nothing of it', async () => {
     const before = (await gateway.platform.db.query('SELECT count(*)::int AS n FROM files')).rows[0].n;
     const tooBig = await upload(form({ purpose: 'batch', file: { content: new Uint8Array(MAX_BYTES + 1), filename: 'big.jsonl' } }));
-    expectError(tooBig, 413, 'request_too_large');
+    expectError(tooBig, 413, 'request_too_large', { param: undefined });
     expect((await gateway.platform.db.query('SELECT count(*)::int AS n FROM files')).rows[0].n).toBe(before);
     expect(partialFiles()).toEqual([]);
     // Exactly at the limit is fine.
@@ -108,12 +106,12 @@ describe('POST /v1/files', () => {
     const minted = await call(gateway.baseUrl, `/v1/customers/${customer.body.id}/client_tokens`, { method: 'POST', json: {}, headers: bearer(developer.key) });
     expect(minted.status).toBe(200);
     const refused = await call(gateway.baseUrl, '/v1/files', { method: 'POST', body: form({ purpose: 'batch', file: { content: 'x', filename: 'a' } }), headers: { Authorization: `Client ${minted.body.token}` } });
-    expectError(refused, 403, 'endpoint_not_allowed_for_client_token');
+    expectError(refused, 403, 'endpoint_not_allowed_for_client_token', { param: undefined });
   });
 
   it('needs the api:write scope to upload and api:read to read', async () => {
     const reader = await createDeveloper(gateway.platform, { scopes: ['api:read'] });
-    expectError(await upload(form({ purpose: 'batch', file: { content: 'x', filename: 'a' } }), reader.key), 403, 'insufficient_scope');
+    expectError(await upload(form({ purpose: 'batch', file: { content: 'x', filename: 'a' } }), reader.key), 403, 'insufficient_scope', { param: undefined });
   });
 });
 
@@ -139,9 +137,9 @@ describe('listing, reading and deleting files', () => {
     const created = await upload(form({ purpose: 'assistants', file: { content: 'to be deleted', filename: 'gone.txt' } }));
     const deleted = await call(gateway.baseUrl, `/v1/files/${created.body.id}`, { method: 'DELETE', headers: bearer(developer.key) });
     expect(deleted.body).toEqual({ id: created.body.id, object: 'file', deleted: true });
-    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}`, { headers: bearer(developer.key) }), 404, 'not_found');
-    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}/content`, { headers: bearer(developer.key) }), 404, 'not_found');
-    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}`, { method: 'DELETE', headers: bearer(developer.key) }), 404, 'not_found');
+    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}`, { headers: bearer(developer.key) }), 404, 'not_found', { param: undefined });
+    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}/content`, { headers: bearer(developer.key) }), 404, 'not_found', { param: undefined });
+    expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}`, { method: 'DELETE', headers: bearer(developer.key) }), 404, 'not_found', { param: undefined });
     const listed = await call(gateway.baseUrl, '/v1/files?limit=100', { headers: bearer(developer.key) });
     expect(listed.body.data.map((file: { id: string }) => file.id)).not.toContain(created.body.id);
   });
@@ -150,7 +148,7 @@ describe('listing, reading and deleting files', () => {
     const created = await upload(form({ purpose: 'batch', file: { content: 'mine', filename: 'mine.jsonl' } }));
     const stranger = await createDeveloper(gateway.platform);
     for (const [method, suffix] of [['GET', ''], ['GET', '/content'], ['DELETE', '']] as const) {
-      expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}${suffix}`, { method, headers: bearer(stranger.key) }), 404, 'not_found');
+      expectError(await call(gateway.baseUrl, `/v1/files/${created.body.id}${suffix}`, { method, headers: bearer(stranger.key) }), 404, 'not_found', { param: undefined });
     }
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectError } from './support/expect-error.js';
 import { meteredProbeRoutes } from '../bench/support/metered-probe.js';
 import { bearer, call, createDeveloper, createProvisioningKeyFor, startSecondInstance, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -22,10 +23,6 @@ const customerOf = async (id: string) => (await call(gateway.baseUrl, `/v1/custo
 const createCustomer = async (json: Record<string, unknown>, key = developer.key) =>
   (await call(gateway.baseUrl, '/v1/customers', { method: 'POST', json, headers: bearer(key) })).body;
 
-function expectError(response: { status: number; body: any; headers: Headers }, status: number, code: string): void {
-  expect({ status: response.status, code: response.body?.error?.code }).toEqual({ status, code });
-  if (status === 429) expect(response.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
-}
 
 describe('developer keys', () => {
   it('reserves, settles and reports the charge in headers', async () => {

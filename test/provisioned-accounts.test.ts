@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { expectError } from './support/expect-error.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../shared/accounts/keys.js';
 import { verifyPassword } from '../shared/accounts/passwords.js';
@@ -47,10 +48,6 @@ const closeAccount = (tenant: Tenant, id: string, on: TestPlatform = gateway) =>
   call(on.baseUrl, `/v1/accounts/${id}`, { method: 'DELETE', headers: bearer(tenant.rsk) });
 const balanceWith = (key: string, on: TestPlatform = gateway) => call(on.baseUrl, '/v1/balance', { headers: bearer(key) });
 
-function expectError(response: ApiResponse, status: number, code: string, param?: string): void {
-  const { error } = response.body ?? {};
-  expect({ status: response.status, code: error?.code, param: error?.param }).toEqual({ status, code, param });
-}
 
 async function walletMicros(accountId: string): Promise<number | undefined> {
   const { rows } = await gateway.platform.db.query<{ balance_micros: string }>('SELECT balance_micros FROM wallets WHERE account_id = $1', [accountId]);
@@ -216,7 +213,7 @@ describe('errors of the Accounts table', () => {
   ])('400 invalid_request for %s, naming the field', async (_label, override, param) => {
     const user = newUser();
     const response = await createAccount(tenant, { ...user, ...override });
-    expectError(response, 400, 'invalid_request', param);
+    expectError(response, 400, 'invalid_request', { param: param });
     expect(response.body.error.type).toBe('invalid_request_error');
     expect(await accountIdsByEmail(user.email)).toEqual([]);
   });
@@ -241,15 +238,15 @@ describe('errors of the Accounts table', () => {
     expect((await createAccount(tenant, user)).status).toBe(201);
 
     const sameEmail = await createAccount(other, { ...newUser(), email: user.email.toUpperCase() });
-    expectError(sameEmail, 409, 'account_exists');
+    expectError(sameEmail, 409, 'account_exists', { param: undefined });
     expect(sameEmail.body.error.message).toContain('email');
 
     const sameUsername = await createAccount(tenant, { ...newUser(), username: user.username.toUpperCase() });
-    expectError(sameUsername, 409, 'account_exists');
+    expectError(sameUsername, 409, 'account_exists', { param: undefined });
     expect(sameUsername.body.error.message).toContain('username');
 
     // A developer's own email is taken too.
-    expectError(await createAccount(other, { ...newUser(), email: tenant.email }), 409, 'account_exists');
+    expectError(await createAccount(other, { ...newUser(), email: tenant.email }), 409, 'account_exists', { param: undefined });
     expect(await accountIdsByEmail(user.email)).toHaveLength(1);
   });
 
@@ -257,7 +254,7 @@ describe('errors of the Accounts table', () => {
     const poor = await newTenant(gateway, 1_000_000);
     const user = newUser();
     const response = await createAccount(poor, { ...user, funding: 'grant', amount_usd: 1.000001 });
-    expectError(response, 402, 'insufficient_funds');
+    expectError(response, 402, 'insufficient_funds', { param: undefined });
     expect(response.body.error.type).toBe('payment_required');
     expect(await accountIdsByEmail(user.email)).toEqual([]);
     expect(await walletMicros(poor.accountId)).toBe(1_000_000);
@@ -274,8 +271,8 @@ describe('errors of the Accounts table', () => {
     const other = await newTenant();
     const theirs = (await createAccount(other, newUser())).body.account.id;
     for (const id of ['00000000-0000-4000-8000-000000000000', 'not-a-uuid', theirs, tenant.accountId, other.accountId]) {
-      expectError(await getAccount(tenant, id), 404, 'account_not_found');
-      expectError(await closeAccount(tenant, id), 404, 'account_not_found');
+      expectError(await getAccount(tenant, id), 404, 'account_not_found', { param: undefined });
+      expectError(await closeAccount(tenant, id), 404, 'account_not_found', { param: undefined });
     }
     expect((await getAccount(other, theirs)).body.status).toBe('active');
   });
@@ -288,7 +285,7 @@ describe('errors of the Accounts table', () => {
       expect((await createAccount(developer, newUser(), limited)).status).toBe(201);
       const user = newUser();
       const refused = await createAccount(developer, user, limited);
-      expectError(refused, 429, 'rate_limited');
+      expectError(refused, 429, 'rate_limited', { param: undefined });
       expect(refused.body.error.retry_after_seconds).toBeGreaterThanOrEqual(1);
       expect(Number(refused.headers.get('retry-after'))).toBe(refused.body.error.retry_after_seconds);
       const { rows } = await limited.platform.db.query('SELECT 1 FROM accounts WHERE email = $1', [user.email]);
@@ -317,7 +314,7 @@ describe('the active-account cap', () => {
 
     const user = newUser();
     const refused = await createAccount(developer, user, capped);
-    expectError(refused, 403, 'cap_reached');
+    expectError(refused, 403, 'cap_reached', { param: undefined });
     expect(refused.body.error.type).toBe('permission_error');
     expect((await capped.platform.db.query('SELECT 1 FROM accounts WHERE email = $1', [user.email])).rows).toHaveLength(0);
 
@@ -326,7 +323,7 @@ describe('the active-account cap', () => {
 
     expect((await closeAccount(developer, first.body.account.id, capped)).status).toBe(200);
     expect((await createAccount(developer, user, capped)).status).toBe(201);
-    expectError(await createAccount(developer, newUser(), capped), 403, 'cap_reached');
+    expectError(await createAccount(developer, newUser(), capped), 403, 'cap_reached', { param: undefined });
   });
 });
 
@@ -342,7 +339,7 @@ describe('DELETE /v1/accounts/{id}', () => {
     expect(closed.body).toEqual({ id, object: 'account', status: 'closed', deleted: true });
 
     const refused = await balanceWith(created.body.api_key);
-    expectError(refused, 401, 'invalid_token');
+    expectError(refused, 401, 'invalid_token', { param: undefined });
     expect((await gateway.platform.db.query('SELECT 1 FROM api_keys WHERE account_id = $1', [id])).rows).toHaveLength(0);
 
     const fetched = await getAccount(tenant, id);
@@ -351,14 +348,14 @@ describe('DELETE /v1/accounts/{id}', () => {
     await expectLedgerMatchesBalance(id);
 
     // Closing again: not an open account any more.
-    expectError(await closeAccount(tenant, id), 404, 'account_not_found');
+    expectError(await closeAccount(tenant, id), 404, 'account_not_found', { param: undefined });
   });
 
   it("cannot close another developer's account", async () => {
     const owner = await newTenant();
     const intruder = await newTenant();
     const created = await createAccount(owner, newUser());
-    expectError(await closeAccount(intruder, created.body.account.id), 404, 'account_not_found');
+    expectError(await closeAccount(intruder, created.body.account.id), 404, 'account_not_found', { param: undefined });
     expect((await balanceWith(created.body.api_key)).status).toBe(200);
     expect((await getAccount(owner, created.body.account.id)).body.status).toBe('active');
   });
@@ -448,7 +445,7 @@ describe('vouchers (operator CLI)', () => {
       [tenant, 'not a voucher'],
     ] as const) {
       const user = newUser();
-      expectError(await createAccount(who, { ...user, funding: 'voucher', voucher_code: voucherCode }), 400, 'invalid_request', 'voucher_code');
+      expectError(await createAccount(who, { ...user, funding: 'voucher', voucher_code: voucherCode }), 400, 'invalid_request', { param: 'voucher_code' });
       expect(await accountIdsByEmail(user.email)).toEqual([]);
     }
   });
@@ -460,7 +457,7 @@ describe('vouchers (operator CLI)', () => {
     ]);
     const [redeemed, refused] = first.status === 201 ? [first, second] : [second, first];
     expect(redeemed.status).toBe(201);
-    expectError(refused, 400, 'invalid_request', 'voucher_code');
+    expectError(refused, 400, 'invalid_request', { param: 'voucher_code' });
 
     const id = redeemed.body.account.id;
     expect(redeemed.body.credit).toEqual({ balance_usd: 2, funding: 'voucher', applied: true, reason: 'voucher_redeemed' });
@@ -470,7 +467,7 @@ describe('vouchers (operator CLI)', () => {
     expect(await walletMicros(tenant.accountId)).toBe(3_000_000);
 
     const again = await createAccount(tenant, { ...newUser(), funding: 'voucher', voucher_code: code });
-    expectError(again, 400, 'invalid_request', 'voucher_code');
+    expectError(again, 400, 'invalid_request', { param: 'voucher_code' });
 
     const listed = await admin('list-vouchers', '--account', tenant.accountId);
     expect(listed.json.data[0]).toMatchObject({ id: voucherId, status: 'redeemed', redeemed_account_id: id, redeemed_at: expect.any(String) });

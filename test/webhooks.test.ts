@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { expectError } from './support/expect-error.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordEvent } from '../shared/events/outbox.js';
 import { EVENT_TYPES } from '../shared/events/types.js';
@@ -37,9 +38,6 @@ const patch = (path: string, json: unknown, key = developer.key) => call(gateway
 const get = (path: string, key = developer.key) => call(gateway.baseUrl, path, { headers: bearer(key) });
 const del = (path: string, key = developer.key) => call(gateway.baseUrl, path, { method: 'DELETE', headers: bearer(key) });
 
-function expectError(response: { status: number; body: any }, status: number, code: string): void {
-  expect({ status: response.status, code: response.body?.error?.code }).toEqual({ status, code });
-}
 
 let urlCount = 0;
 const freshUrl = (name = 'hook') => `${receiver.origin}/${name}-${++urlCount}`;

@@ -1,5 +1,6 @@
 import { ActivityCancellationType, CancellationScope, defineSignal, isCancellation, proxyActivities, setHandler, sleep } from '@temporalio/workflow';
 import type { BatchActivities, FinalOutcome } from '../workers/batch-activities.js';
+import { heartbeatingChunk, RESOURCE_STEP } from './activity-profiles.js';
 
 /** Mirrors shared/batches/batches.ts (workflow code imports no runtime code from shared/). */
 export interface BatchWorkflowInput {
@@ -29,10 +30,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<string> 
   }
 }
 
-const { validateBatchInput, finalizeBatch } = proxyActivities<BatchActivities>({
-  startToCloseTimeout: '30 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
-});
+const { validateBatchInput, finalizeBatch } = proxyActivities<BatchActivities>(RESOURCE_STEP);
 
 async function runBatch(input: BatchWorkflowInput): Promise<string> {
   const { batchId } = input;
@@ -69,13 +67,11 @@ async function runBatch(input: BatchWorkflowInput): Promise<string> {
           while (next < chunks && !stop && failure === undefined) {
             const chunk = next++;
             const { runBatchChunk } = proxyActivities<BatchActivities>({
+              ...heartbeatingChunk(input.heartbeatTimeoutSeconds),
               summary: `chunk ${chunk + 1} of ${chunks}: lines ${chunk * plan.chunkSize + 1}-${Math.min(plan.runnable, (chunk + 1) * plan.chunkSize)}`,
-              startToCloseTimeout: '24 hours',
-              heartbeatTimeout: `${input.heartbeatTimeoutSeconds} seconds`,
               // A cancelled chunk first records the lines it finished; finalize must not read before that.
               // (Explicit: an unset cancellationType is encoded as TRY_CANCEL.)
               cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-              retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
             });
             try {
               const outcome = await runBatchChunk({ batchId, chunk, from: chunk * plan.chunkSize, to: Math.min(plan.runnable, (chunk + 1) * plan.chunkSize) });

@@ -1,5 +1,6 @@
 import { proxyActivities, sleep } from '@temporalio/workflow';
 import type { RetryWorkflowInput, WebhookActivities } from '../workers/webhook-activities.js';
+import { OUTBOUND_ATTEMPT } from './activity-profiles.js';
 
 /**
  * The retries of one webhook delivery whose first attempt failed (workflow id
@@ -13,10 +14,8 @@ export async function webhookDeliveryWorkflow(input: RetryWorkflowInput): Promis
     const retry = index + 1;
     await sleep(schedule[index]! * 1_000, { summary: `wait ${describeSeconds(schedule[index]!)} before retry ${retry} of ${schedule.length}` });
     const { attemptWebhookDelivery } = proxyActivities<WebhookActivities>({
+      ...OUTBOUND_ATTEMPT,
       summary: `retry ${retry} of ${schedule.length}: POST ${input.eventType} ${input.eventId}`,
-      // The HTTP timeout is at most 60 s; infrastructure failures (database away) retry the activity.
-      startToCloseTimeout: '2 minutes',
-      retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
     });
     const outcome = await attemptWebhookDelivery({ deliveryId: input.deliveryId, retry, of: schedule.length, nextDelaySeconds: schedule[index + 1] ?? null });
     // failed: wait for the next retry; succeeded, dead, stopped (endpoint paused, disabled or deleted): done.

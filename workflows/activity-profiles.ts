@@ -1,0 +1,28 @@
+import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
+
+/**
+ * The timeouts and retry policies activities run under, named for the work they suit, so a new
+ * workflow picks a profile instead of restating numbers. Activities that fail on infrastructure
+ * (the database away, a worker restarting) retry with these backoffs; a permanent failure is an
+ * ApplicationFailure marked non-retryable by the activity itself.
+ */
+
+/** Backoff for database-bound steps: quick first retries, capped at half a minute. */
+const DATABASE_BACKOFF: RetryPolicy = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' };
+
+/** One step over a resource row (validate, finalize): bounded, retried until the database answers. */
+export const RESOURCE_STEP: ActivityOptions = { startToCloseTimeout: '30 minutes', retry: DATABASE_BACKOFF };
+
+/**
+ * A long chunk of work that heartbeats its progress (a batch chunk): a worker that stops
+ * heartbeating for `heartbeatSeconds` is presumed dead and the chunk resumes elsewhere.
+ */
+export function heartbeatingChunk(heartbeatSeconds: number): ActivityOptions {
+  return { startToCloseTimeout: '24 hours', heartbeatTimeout: `${heartbeatSeconds} seconds`, retry: DATABASE_BACKOFF };
+}
+
+/** One outbound HTTP attempt (a webhook delivery, at most 60 s): retried only for infrastructure failures. */
+export const OUTBOUND_ATTEMPT: ActivityOptions = {
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+};
