@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { costMicros } from '../shared/inference/pricing.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
-import { chatLine, createBatch, getBatch, jsonl, readResultFile, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
+import { pollUntil } from './support/poll.js';
+import { chatLine, createBatch, getBatch, jsonl, readResultFile, uploadFile, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
 import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
@@ -43,10 +44,10 @@ describe('a batch whose worker is killed twice mid-run', () => {
     const batch = await createBatch(gateway, developer.key, await uploadFile(gateway, developer.key, jsonl(lines)));
 
     const progress = () => getBatch(gateway, developer.key, batch.id);
-    const first = await waitFor(progress, (current) => current.request_counts.completed >= 20, 120_000, 20);
+    const first = await pollUntil(progress, (current) => current.request_counts.completed >= 20, { everyMs: 20 });
     await worker.kill('SIGKILL');
     await worker.restart();
-    const second = await waitFor(progress, (current) => current.request_counts.completed >= Math.min(first.request_counts.completed + 30, count - 20), 120_000, 20);
+    const second = await pollUntil(progress, (current) => current.request_counts.completed >= Math.min(first.request_counts.completed + 30, count - 20), { everyMs: 20 });
     await worker.kill('SIGKILL');
     await worker.restart();
     // Both kills landed mid-run.

@@ -6,7 +6,8 @@ import { insertBatch } from '../shared/batches/repository.js';
 import { catalogModel } from '../shared/models/catalog.js';
 import { costMicros } from '../shared/inference/pricing.js';
 import type { EmulatedGateway } from './support/emulated-gateway.js';
-import { chatLine, createBatch, getBatch, jsonl, readResultFile, startBatchGateway, uploadFile, waitFor, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
+import { pollUntil } from './support/poll.js';
+import { chatLine, createBatch, getBatch, jsonl, readResultFile, startBatchGateway, uploadFile, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
 import { bearer, call, createDeveloper, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /**
@@ -53,11 +54,7 @@ describe('through the official openai SDK', () => {
     expect(created).toMatchObject({ object: 'batch', status: 'validating', endpoint: '/v1/chat/completions', input_file_id: file.id, completion_window: '24h', metadata: { job: 'nightly' } });
     expect(created.id).toMatch(/^batch_/);
 
-    let batch = created;
-    while (!['completed', 'failed', 'expired', 'cancelled'].includes(batch.status)) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      batch = await client.batches.retrieve(created.id);
-    }
+    const batch = await pollUntil(() => client.batches.retrieve(created.id), (current) => ['completed', 'failed', 'expired', 'cancelled'].includes(current.status));
     expect(batch.status).toBe('completed');
     expect(batch.request_counts).toEqual({ total: 12, completed: 12, failed: 0 });
     expect(batch.error_file_id).toBeNull();
@@ -282,7 +279,7 @@ describe('running batches', () => {
     await emulated.fault({ fault: { kind: 'latency', ms: 400 }, times: 10_000 });
     const lines = Array.from({ length: 60 }, (_, i) => chatLine(`cancel-${i}`));
     const batch = await createBatch(gateway, developer.key, await uploadFile(gateway, developer.key, jsonl(lines)));
-    await waitFor(() => getBatch(gateway, developer.key, batch.id), (current) => current.request_counts.completed >= 4);
+    await pollUntil(() => getBatch(gateway, developer.key, batch.id), (current) => current.request_counts.completed >= 4);
     const cancelled = await post(`/v1/batches/${batch.id}/cancel`, {});
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.status).toBe('cancelling');
@@ -311,7 +308,7 @@ describe('running batches', () => {
     await emulated.fault({ fault: { kind: 'latency', ms: 400 }, times: 10_000 });
     const lines = Array.from({ length: 40 }, (_, i) => chatLine(`operator-${i}`));
     const batch = await createBatch(gateway, developer.key, await uploadFile(gateway, developer.key, jsonl(lines)));
-    await waitFor(() => getBatch(gateway, developer.key, batch.id), (current) => current.request_counts.completed >= 2);
+    await pollUntil(() => getBatch(gateway, developer.key, batch.id), (current) => current.request_counts.completed >= 2);
     // What an operator does from the Web UI or `temporal workflow cancel`.
     await gateway.platform.temporal.client.workflow.getHandle(batch.id).cancel();
     const done = await waitForBatchEnd(gateway, developer.key, batch.id);

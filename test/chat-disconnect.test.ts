@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogModel } from '../shared/models/catalog.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { bearer, call, type TestDeveloper, type TestPlatform, walletBalanceMicros } from './support/test-platform.js';
+import { pollUntil } from './support/poll.js';
 
 /**
  * A client that goes away mid-stream: the gateway aborts its upstream request (the emulator sees
@@ -20,17 +21,10 @@ afterAll(() => emulated?.close());
 const MODEL = 'svc:openai/gpt-4o-mini';
 const PROMPT = 'Tell me a long story about gateways';
 
-const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
-
 /** Polls until `read` gives a value (the gateway settles after the client left, asynchronously). */
-async function eventually<T>(read: () => Promise<T | undefined>): Promise<T> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const value = await read();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('condition not reached');
-}
+const settledValue = async <T>(read: () => Promise<T | undefined>) => (await pollUntil(read, (value) => value !== undefined, { timeoutMs: 10_000, everyMs: 50 })) as T;
+
+const walletMicros = () => walletBalanceMicros(gateway.platform, developer.accountId);
 
 describe('a client that disconnects mid-stream', () => {
   it('aborts the upstream request and is billed for what was generated, the rest of the hold released', async () => {
@@ -75,7 +69,7 @@ describe('a client that disconnects mid-stream', () => {
     await reader.cancel().catch(() => undefined);
 
     // The emulator saw its caller (the gateway) go away before the end of the answer.
-    const abandoned = await eventually(async () => {
+    const abandoned = await settledValue(async () => {
       const { data } = (await (await fetch(`${emulated.emulatorUrl}/_emulator/abandoned_streams`)).json()) as { data: Array<{ provider: string; model: string; chunksSent: number }> };
       return data.find((entry) => entry.provider === 'openai' && entry.model === 'gpt-4o-mini');
     });
@@ -83,7 +77,7 @@ describe('a client that disconnects mid-stream', () => {
     expect(abandoned.chunksSent).toBeLessThan(fullTokens);
 
     // Billed for what was generated: the delivered text at least, less than the whole answer.
-    const usage = await eventually(async () => {
+    const usage = await settledValue(async () => {
       const { rows } = await gateway.platform.db.query('SELECT model, tokens_in, tokens_out, cost_micros::int, hold_id FROM usage_records WHERE request_id = $1', [requestId]);
       return rows[0] as { model: string; tokens_in: number; tokens_out: number; cost_micros: number; hold_id: string } | undefined;
     });

@@ -2,6 +2,7 @@ import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
 import { call, startTestPlatform, type TestPlatform } from './support/test-platform.js';
+import { pollUntil } from './support/poll.js';
 
 let gateway: TestPlatform;
 beforeAll(async () => {
@@ -59,12 +60,10 @@ describe('GET /v1/health when backing services are away', () => {
 });
 
 /** Polls health until `ready` holds: a worker's first poll reaches the server shortly after run(). */
-async function pollHealth(worker: Worker, ready: (body: any) => boolean): Promise<any> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const response = await call(gateway.baseUrl, '/v1/health');
-    if (ready(response.body)) return response.body;
+function pollHealth(worker: Worker, ready: (body: any) => boolean): Promise<any> {
+  const read = async () => {
     if (worker.getState() === 'FAILED') throw new Error('worker failed');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error('no worker became visible in /v1/health');
+    return (await call(gateway.baseUrl, '/v1/health')).body;
+  };
+  return pollUntil(read, ready, { timeoutMs: 20_000, everyMs: 200 });
 }

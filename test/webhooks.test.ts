@@ -9,6 +9,7 @@ import { insertDeliveries, recordAttempts } from '../shared/webhooks/repository.
 import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 import { receiverEnv, startWebhookReceiver, verifySvcSignature, type ReceivedRequest, type WebhookReceiver } from './support/webhook-receiver.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
+import { pollUntil } from './support/poll.js';
 
 let receiver: WebhookReceiver;
 let gateway: TestPlatform;
@@ -49,15 +50,8 @@ async function register(key: string, url: string, events: string[] = ['customer.
 }
 
 /** Polls until `read` returns a value that passes `accept` (no timing is asserted, only the outcome). */
-async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 45_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (accept(value)) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)?.slice(0, 2_000)}\nworker:\n${worker.output().slice(-20).join('\n')}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+const eventually = <T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 45_000) =>
+  pollUntil(read, accept, { timeoutMs, context: () => `worker:\n${worker.output().slice(-20).join('\n')}` });
 
 const onPath = (path: string) => receiver.requests.filter((request) => request.path === path);
 const pathOf = (url: string) => new URL(url).pathname;

@@ -2,6 +2,7 @@ import { createTemporalWorker, bundleWorkflows } from '../../workers/temporal-wo
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './emulated-gateway.js';
 import { bearer, call, type TestDeveloper, type TestPlatform } from './test-platform.js';
+import { pollUntil } from './poll.js';
 
 /** Helpers of the batch suites: uploads, polling, reading result files, an in-process worker. */
 
@@ -40,21 +41,9 @@ export async function getBatch(gateway: TestPlatform, key: string, id: string) {
   return (await call(gateway.baseUrl, `/v1/batches/${id}`, { headers: bearer(key) })).body;
 }
 
-/** Polls until `done(value)`; fails with the last value seen when the deadline passes. */
-export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 120_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T = await read();
-  while (!done(last)) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last).slice(0, 2_000)}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-    last = await read();
-  }
-  return last;
-}
-
 const TERMINAL = ['completed', 'failed', 'expired', 'cancelled'];
 export const waitForBatchEnd = (gateway: TestPlatform, key: string, id: string, timeoutMs?: number) =>
-  waitFor(() => getBatch(gateway, key, id), (batch) => TERMINAL.includes(batch.status), timeoutMs);
+  pollUntil(() => getBatch(gateway, key, id), (batch) => TERMINAL.includes(batch.status), { timeoutMs });
 
 /** The parsed lines of a file, or [] when the batch has no such file. */
 export async function readResultFile(gateway: TestPlatform, key: string, fileId: string | null): Promise<any[]> {
