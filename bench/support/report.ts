@@ -79,23 +79,24 @@ are printed and recorded, never asserted: tests stay free of timing. Each sectio
 machine, date and command of its figures.
 `;
 
-/** Rewrites the page: the sections that ran replaced in place (or appended), the others untouched. */
+/**
+ * Rewrites the page: the intro, then every section in `order`, the ones that ran with their new
+ * figures and the others as they were.
+ */
 export function writeReport(file: string, order: string[]): void {
-  let page: string;
+  let page = '';
   try {
     page = readFileSync(file, 'utf8');
   } catch {
-    page = INTRO;
+    // A first run writes the page from scratch.
   }
-  if (!page.startsWith('# Benchmarks')) page = INTRO;
   const date = new Date().toISOString().slice(0, 10);
-  for (const id of order) {
+  const blocks = order.flatMap((id) => {
     const entry = sections.get(id);
-    if (!entry) continue;
-    const block = render(id, entry, date);
+    if (entry) return [render(id, entry, date)];
     const start = page.indexOf(START(id));
     const end = page.indexOf(END(id));
-    page = start >= 0 && end > start ? `${page.slice(0, start)}${block}${page.slice(end + END(id).length)}` : `${page.trimEnd()}\n\n${block}\n`;
-  }
-  writeFileSync(file, page.endsWith('\n') ? page : `${page}\n`);
+    return start >= 0 && end > start ? [page.slice(start, end + END(id).length)] : [];
+  });
+  writeFileSync(file, `${INTRO}\n${blocks.join('\n\n')}\n`);
 }
