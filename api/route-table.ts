@@ -1,9 +1,10 @@
-import { Router, type RequestHandler } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import type { ClientTokenScope } from '../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../shared/accounts/scopes.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { ServiceError, serviceError, type ErrorCode } from '../shared/errors.js';
+import { parseBody, parseWith } from '../shared/validation.js';
 import { requireDeveloperKey, requireProvisioningKey } from './middleware/authenticate.js';
 import { meteredCall } from './middleware/metered-call.js';
 
@@ -24,12 +25,20 @@ export type RouteAccess =
   /** A metered call: a developer key with the scope ('any': every valid key) or a client token with its own scope (null: none). */
   | { kind: 'metered'; developer: DeveloperScope | 'any'; clientToken: ClientTokenScope | null };
 
-export interface RouteInput {
+export interface RouteInput<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {
   params?: z.ZodType;
-  query?: z.ZodType;
+  query?: Query;
   /** A JSON body, or the fields of a multipart/form-data upload. */
-  body?: z.ZodType;
+  body?: Body;
   bodyEncoding?: 'json' | 'multipart';
+  /** A request with no body at all reads as `{}` (a create whose every field is optional); else it is refused. */
+  bodyOptional?: boolean;
+}
+
+/** What a route's `handle` receives: its body and query, parsed with the route's own schemas. */
+export interface ParsedInput<Body extends z.ZodType, Query extends z.ZodType> {
+  body: z.output<Body>;
+  query: z.output<Query>;
 }
 
 export interface RouteResponse {
@@ -38,7 +47,7 @@ export interface RouteResponse {
   description: string;
 }
 
-export interface RouteDefinition {
+export interface RouteDefinition<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {
   method: HttpMethod;
   /** Express syntax: /v1/customers/:id */
   path: string;
@@ -46,13 +55,21 @@ export interface RouteDefinition {
   surface: string;
   summary: string;
   access: RouteAccess;
-  input?: RouteInput;
+  input?: RouteInput<Body, Query>;
   /** The success response; JSON with status 200 unless said. */
   response?: Partial<RouteResponse>;
-  handler: RequestHandler;
+  /**
+   * A route whose input the builder parses: `handle` gets the body and query already parsed with
+   * `input`'s schemas (a failure is the spec's error, from shared/validation.ts) and calls one
+   * domain function with them.
+   */
+  handle?: (req: Request, res: Response, input: ParsedInput<Body, Query>) => unknown;
+  /** A route that reads its own input (a multipart stream, or a domain function that also serves batch lines). */
+  handler?: RequestHandler;
 }
 
-export const route = (definition: RouteDefinition): RouteDefinition => definition;
+export const route = <Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType>(definition: RouteDefinition<Body, Query>): RouteDefinition =>
+  definition as unknown as RouteDefinition;
 
 export function responseOf(definition: RouteDefinition): RouteResponse {
   return { status: 200, contentType: 'application/json', description: 'OK', ...definition.response };
@@ -63,9 +80,21 @@ export function mountRoutes(platform: GatewayServices, definitions: readonly Rou
   const router = Router();
   for (const definition of definitions) {
     const access = accessCheck(platform, definition.access);
-    router[definition.method](definition.path, ...(access ? [access] : []), definition.handler);
+    router[definition.method](definition.path, ...(access ? [access] : []), handlerOf(definition));
   }
   return router;
+}
+
+/** Authentication and scope ran before this; then parse the input, then the one domain call. */
+function handlerOf(definition: RouteDefinition): RequestHandler {
+  const { handle, handler, input = {} } = definition;
+  if (handler) return handler;
+  if (!handle) throw new Error(`route ${definition.method} ${definition.path} has neither handle nor handler`);
+  return async (req, res) => {
+    const body = input.body ? parseBody(input.body, input.bodyOptional ? (req.body ?? {}) : req.body) : undefined;
+    const query = input.query ? parseWith(input.query, req.query) : undefined;
+    await handle(req, res, { body, query });
+  };
 }
 
 function accessCheck(platform: GatewayServices, access: RouteAccess): RequestHandler | undefined {

@@ -38,15 +38,15 @@ export function billingRoutes(platform: GatewayServices): RouteDefinition[] {
       route({
         method: 'get', path, surface: reports, summary: `${path === '/v1/usage' ? 'Usage' : 'Margin'} report of the developer`,
         access: developerKey('api:read'), input: { query: usageQuery },
-        handler: async (req, res) => {
-          res.json(await usageReport(db, developer(req), req.query));
+        handle: async (req, res, { query }) => {
+          res.json(await usageReport(db, developer(req), query));
         },
       }),
       route({
         method: 'get', path: `/v1/customers/:id${path.slice(3)}`, surface: reports, summary: `${path === '/v1/usage' ? 'Usage' : 'Margin'} report of one customer`,
         access: developerKey('api:read'), input: { query: usageQuery },
-        handler: async (req, res) => {
-          res.json(await usageReport(db, developer(req), req.query, customer(req)));
+        handle: async (req, res, { query }) => {
+          res.json(await usageReport(db, developer(req), query, customer(req)));
         },
       }),
     ]),

@@ -14,9 +14,9 @@ export function customerRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/customers', surface, summary: 'Create a customer',
-      access: developerKey('api:write'), input: { body: customerBody },
-      handler: async (req, res) => {
-        res.json(formatCustomer(await createCustomer(db, developer(req), req.body)));
+      access: developerKey('api:write'), input: { body: customerBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(formatCustomer(await createCustomer(db, developer(req), body)));
       },
     }),
     route({
@@ -36,8 +36,8 @@ export function customerRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'patch', path: '/v1/customers/:id', surface, summary: 'Update a customer',
       access: developerKey('api:write'), input: { body: customerBody },
-      handler: async (req, res) => {
-        res.json(formatCustomer(await updateCustomer(db, developer(req), String(req.params.id), req.body)));
+      handle: async (req, res, { body }) => {
+        res.json(formatCustomer(await updateCustomer(db, developer(req), String(req.params.id), body)));
       },
     }),
     route({

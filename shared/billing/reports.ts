@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { getCustomer } from '../customers/customers.js';
 import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import { microsToUsd } from '../money.js';
 import * as repo from './repository.js';
 
@@ -17,8 +16,9 @@ export const usageQuery = z.object({
   group_by: z.enum(['day', 'model']).default('day'),
 });
 
-export async function usageReport(db: Db, developerId: string, input: unknown, customerRef?: string) {
-  const query = parseWith(usageQuery, input);
+export type UsageQuery = z.output<typeof usageQuery>;
+
+export async function usageReport(db: Db, developerId: string, query: UsageQuery, customerRef?: string) {
   const now = new Date();
   const from = query.start ? new Date(`${query.start}T00:00:00Z`) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   const to = query.end ? new Date(new Date(`${query.end}T00:00:00Z`).getTime() + 86_400_000) : new Date(now.getTime() + 1);

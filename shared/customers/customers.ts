@@ -7,8 +7,7 @@ import { parseMetadata } from '../metadata.js';
 import { microsToUsd, usdToMicros } from '../money.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
-import { parseBody } from '../validation.js';
-import { customerBody, EXTERNAL_ID, type CustomerInput } from './schemas.js';
+import { EXTERNAL_ID, type CustomerInput } from './schemas.js';
 import * as repo from './repository.js';
 
 export type { CustomerRow } from './repository.js';
@@ -30,8 +29,8 @@ function toValues(input: Partial<CustomerInput>): repo.CustomerValues {
 }
 
 /** Creates a customer and records customer.created in the same transaction. */
-export async function createCustomer(db: Db, developerId: string, body: unknown): Promise<repo.CustomerRow> {
-  const values = toValues(parseBody(customerBody, body ?? {}));
+export async function createCustomer(db: Db, developerId: string, input: CustomerInput): Promise<repo.CustomerRow> {
+  const values = toValues(input);
   return withTransaction(db, async (tx) => {
     const customer = await repo.insertCustomer(tx, developerId, newId('cus_'), values, false);
     if (!customer) throw serviceError('external_id_taken', { param: 'external_id' });
@@ -41,8 +40,7 @@ export async function createCustomer(db: Db, developerId: string, body: unknown)
 }
 
 /** A patch must name at least one updatable field; both billable defaults may never be set at once. */
-export async function updateCustomer(db: Db, developerId: string, reference: string, body: unknown): Promise<repo.CustomerRow> {
-  const input = parseBody(customerBody, body);
+export async function updateCustomer(db: Db, developerId: string, reference: string, input: CustomerInput): Promise<repo.CustomerRow> {
   if (Object.keys(input).length === 0) throw serviceError('empty_patch');
   const existing = await getCustomer(db, developerId, reference);
   const values = toValues(input);
