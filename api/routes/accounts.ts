@@ -61,9 +61,8 @@ export function accountRoutes(platform: GatewayServices): RouteDefinition[] {
     // 201: a new resource exists. The ko_ key is in this response only.
     route({
       method: 'post', path: '/v1/accounts', surface, summary: 'Provision an account (its API key is in this response only)',
-      access: PROVISIONING_KEY, input: { body: createAccountBody }, response: { status: 201, description: 'Created' },
-      handler: async (req, res) => {
-        const body = createAccountBody.parse(req.body ?? {});
+      access: PROVISIONING_KEY, input: { body: createAccountBody, bodyOptional: true }, response: { status: 201, description: 'Created' },
+      handle: async (req, res, { body }) => {
         const created = await provisionAccount(
           db,
           principalOf(req).accountId,
@@ -86,8 +85,8 @@ export function accountRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/accounts', surface, summary: 'List provisioned accounts', access: PROVISIONING_KEY, input: { query: listQuery },
-      handler: async (req, res) => {
-        const page = await listProvisionedAccounts(db, principalOf(req).accountId, listQuery.parse(req.query));
+      handle: async (req, res, { query }) => {
+        const page = await listProvisionedAccounts(db, principalOf(req).accountId, query);
         res.json({ ...page, data: page.data.map(formatAccount) });
       },
     }),

@@ -13,12 +13,12 @@ export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/batches', surface, summary: 'Create a batch from an uploaded JSONL file',
-      access: developerKey('api:write'), input: { body: batchCreateBody },
-      handler: async (req, res) => {
+      access: developerKey('api:write'), input: { body: batchCreateBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
         const principal = principalOf(req);
         // A linked account's batches are paid from its parent's wallet, as its synchronous calls are.
         const payerAccountId = principal.kind === 'developer_key' ? principal.billingAccountId : principal.accountId;
-        res.json(formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, req.body)));
+        res.json(formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, body)));
       },
     }),
     route({

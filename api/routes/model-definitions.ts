@@ -26,9 +26,9 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
       },
     }),
     route({
-      method: 'put', path: '/v1/model_slots/:name', surface: slots, summary: 'Create (201) or replace (200) a model slot', access: write, input: { body: slotBody },
-      handler: async (req, res) => {
-        const { created, ...row } = await putSlot(db, developer(req), name(req), req.body);
+      method: 'put', path: '/v1/model_slots/:name', surface: slots, summary: 'Create (201) or replace (200) a model slot', access: write, input: { body: slotBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const { created, ...row } = await putSlot(db, developer(req), name(req), body);
         res.status(created ? 201 : 200).json(formatSlot(row));
       },
     }),
@@ -51,9 +51,9 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
       },
     }),
     route({
-      method: 'put', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Create (201) or replace (200) a dynamic profile', access: write, input: { body: profileBody },
-      handler: async (req, res) => {
-        const { created, ...row } = await putProfile(db, developer(req), name(req), req.body);
+      method: 'put', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Create (201) or replace (200) a dynamic profile', access: write, input: { body: profileBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const { created, ...row } = await putProfile(db, developer(req), name(req), body);
         res.status(created ? 201 : 200).json(formatProfile(row));
       },
     }),

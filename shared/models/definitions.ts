@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { Db } from '../db/pool.js';
 import { ServiceError, serviceError } from '../errors.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
-import { parseWith } from '../validation.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { chooseFromProfile, MAX_PROFILE_RULES, ruleConditions } from './dynamic-profiles.js';
 import { DEFINITION_NAME, parseModelRef, resolveModelRef, type ResolutionContext } from './refs.js';
@@ -87,9 +86,8 @@ export function formatProfile(row: repo.ProfileRow) {
   };
 }
 
-export async function putSlot(db: Db, developerId: string, name: string, body: unknown) {
+export async function putSlot(db: Db, developerId: string, name: string, input: z.output<typeof slotBody>) {
   checkName(name);
-  const input = parseWith(slotBody, body ?? {});
   const target = await checkTarget(input.target, 'target', { allowDynamic: true });
   if (target === `slot:${name}`) throw serviceError('slot_cycle', { param: 'target', message: `slot:${name} cannot point to itself.` });
   return repo.upsertSlot(db, developerId, name, { target, description: input.description ?? null });
@@ -112,9 +110,8 @@ export async function listSlots(db: Db, developerId: string, query: { limit?: un
   return toPage(rows.map((row) => ({ ...row, id: row.name })), page, formatSlot);
 }
 
-export async function putProfile(db: Db, developerId: string, name: string, body: unknown) {
+export async function putProfile(db: Db, developerId: string, name: string, input: z.output<typeof profileBody>) {
   checkName(name);
-  const input = parseWith(profileBody, body ?? {});
   const rules = input.rules ?? [];
   for (const [i, rule] of rules.entries()) {
     await checkTarget(rule.model, `rules.${i}.model`, { allowDynamic: false });
