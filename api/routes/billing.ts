@@ -21,16 +21,16 @@ export function billingRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'post', path: '/v1/customers/:id/wallet/topup', surface: wallets, summary: "Move money from the developer's wallet into a customer's",
-      access: developerKey('api:write'), input: { body: walletAmountBody },
-      handler: async (req, res) => {
-        res.json(await topUpCustomerWallet(db, config, developer(req), customer(req), req.body));
+      access: developerKey('api:write'), input: { body: walletAmountBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(await topUpCustomerWallet(db, config, developer(req), customer(req), body));
       },
     }),
     route({
       method: 'post', path: '/v1/customers/:id/wallet/adjust', surface: wallets, summary: "Adjust a customer's wallet up or down",
-      access: developerKey('api:write'), input: { body: walletAmountBody },
-      handler: async (req, res) => {
-        res.json(await adjustCustomerWallet(db, config, developer(req), customer(req), req.body));
+      access: developerKey('api:write'), input: { body: walletAmountBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(await adjustCustomerWallet(db, config, developer(req), customer(req), body));
       },
     }),
     // /v1/margin is the same report; its name says what the caller reads it for.

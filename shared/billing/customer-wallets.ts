@@ -4,6 +4,7 @@ import { getCustomer } from '../customers/customers.js';
 import { withTransaction, type Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { microsToUsd, usdToMicros } from '../money.js';
+import { withErrorCode } from '../validation.js';
 import { guardLedger } from './ledger-guard.js';
 import * as repo from './repository.js';
 
@@ -12,16 +13,21 @@ import * as repo from './repository.js';
  * adjust moves money in, a negative adjust moves it back. Both sides get a ledger row in the
  * same transaction, so the platform never creates money and never loses it.
  */
-export const walletAmountBody = z.object({ amount_usd: z.unknown().optional() }).strict();
+/** A top-up or adjust: the amount in USD, nonzero (a top-up positive); the cap is configuration, checked below. */
+export const walletAmountBody = z.strictObject({
+  amount_usd: withErrorCode(z.number().finite().refine((amount) => amount !== 0, 'must not be zero'), 'invalid_amount'),
+});
 
-export async function topUpCustomerWallet(db: Db, config: Pick<Config, 'WALLET_ADJUST_CAP_USD'>, developerId: string, customerRef: string, input: unknown) {
-  const amount = parseAmount(input, config.WALLET_ADJUST_CAP_USD);
+export type WalletAmount = z.output<typeof walletAmountBody>;
+
+export async function topUpCustomerWallet(db: Db, config: Pick<Config, 'WALLET_ADJUST_CAP_USD'>, developerId: string, customerRef: string, input: WalletAmount) {
+  const amount = withinCap(input.amount_usd, config.WALLET_ADJUST_CAP_USD);
   if (amount <= 0) throw serviceError('invalid_amount', { param: 'amount_usd', message: 'A top-up amount must be positive.' });
   return move(db, developerId, customerRef, usdToMicros(amount), 'topup');
 }
 
-export async function adjustCustomerWallet(db: Db, config: Pick<Config, 'WALLET_ADJUST_CAP_USD'>, developerId: string, customerRef: string, input: unknown) {
-  return move(db, developerId, customerRef, usdToMicros(parseAmount(input, config.WALLET_ADJUST_CAP_USD)), 'adjustment');
+export async function adjustCustomerWallet(db: Db, config: Pick<Config, 'WALLET_ADJUST_CAP_USD'>, developerId: string, customerRef: string, input: WalletAmount) {
+  return move(db, developerId, customerRef, usdToMicros(withinCap(input.amount_usd, config.WALLET_ADJUST_CAP_USD)), 'adjustment');
 }
 
 export async function getCustomerWallet(db: Db, developerId: string, customerRef: string) {
@@ -42,14 +48,7 @@ async function move(db: Db, developerId: string, customerRef: string, amountMicr
 }
 
 /** A non-zero finite number of USD whose magnitude is within the per-call cap. */
-function parseAmount(input: unknown, capUsd: number): number {
-  const parsed = walletAmountBody.safeParse(input ?? {});
-  if (!parsed.success) {
-    const unknown = parsed.error.issues.find((issue) => issue.code === 'unrecognized_keys');
-    throw serviceError('invalid_request', { param: unknown ? String((unknown as { keys: string[] }).keys[0]) : undefined, message: 'The body takes amount_usd only.' });
-  }
-  const amount = parsed.data.amount_usd;
-  if (typeof amount !== 'number' || !Number.isFinite(amount) || amount === 0) throw serviceError('invalid_amount', { param: 'amount_usd' });
+function withinCap(amount: number, capUsd: number): number {
   if (Math.abs(amount) > capUsd) throw serviceError('amount_too_large', { param: 'amount_usd', message: `The amount's magnitude is over the per-call cap of ${capUsd} USD.` });
   return amount;
 }
