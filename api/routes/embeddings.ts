@@ -7,9 +7,9 @@ export function embeddingRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/embeddings', surface: 'embeddings', summary: 'Create embeddings',
-      access: metered('api:chat', 'embeddings'), input: { body: embeddingsBody },
-      handler: async (req, res) => {
-        const plan = planEmbeddings(req.body, platform.providers);
+      access: metered('api:chat', 'embeddings'), input: { body: embeddingsBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const plan = planEmbeddings(body, platform.providers);
         const created = await createEmbeddings(platform, meteredCallOf(req), plan, { signal: abortWhenClientLeaves(res) });
         setWalletHeaders(res, created);
         res.json(created.body);

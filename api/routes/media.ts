@@ -11,19 +11,19 @@ export function mediaRoutes(platform: GatewayServices): RouteDefinition[] {
   const access = metered('api:chat', null);
   return [
     route({
-      method: 'post', path: '/v1/images/generations', surface: 'images', summary: 'Generate images from a prompt', access, input: { body: imageBody },
-      handler: async (req, res) => {
-        const plan = await planImages(req.body, platform.providers);
+      method: 'post', path: '/v1/images/generations', surface: 'images', summary: 'Generate images from a prompt', access, input: { body: imageBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const plan = await planImages(body, platform.providers);
         const generated = await generateImages(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
         setWalletHeaders(res, generated);
         res.json(generated.body);
       },
     }),
     route({
-      method: 'post', path: '/v1/audio/speech', surface: 'audio.speech', summary: 'Speak text', access, input: { body: speechBody },
+      method: 'post', path: '/v1/audio/speech', surface: 'audio.speech', summary: 'Speak text', access, input: { body: speechBody, bodyOptional: true },
       response: { contentType: 'audio/mpeg', description: 'The audio in the requested response_format' },
-      handler: async (req, res) => {
-        const plan = await planSpeech(req.body, platform.providers);
+      handle: async (req, res, { body }) => {
+        const plan = await planSpeech(body, platform.providers);
         const spoken = await speak(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
         setWalletHeaders(res, spoken);
         res.setHeader('content-type', spoken.contentType);

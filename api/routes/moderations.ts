@@ -7,9 +7,9 @@ export function moderationRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/moderations', surface: 'moderations', summary: 'Classify text for moderation (recorded, never charged)',
-      access: metered('api:chat', 'moderations'), input: { body: moderationsBody },
-      handler: async (req, res) => {
-        const plan = planModeration(req.body, platform.providers);
+      access: metered('api:chat', 'moderations'), input: { body: moderationsBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const plan = planModeration(body, platform.providers);
         res.json(await moderate(platform, meteredCallOf(req), plan, { signal: abortWhenClientLeaves(res) }));
       },
     }),

@@ -8,9 +8,9 @@ export function rerankRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/rerank', surface: 'rerank', summary: 'Rank documents by relevance to a query',
-      access: metered('any', null), input: { body: rerankBody },
-      handler: async (req, res) => {
-        const plan = planRerank(req.body, platform.providers);
+      access: metered('any', null), input: { body: rerankBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        const plan = planRerank(body, platform.providers);
         const ranked = await rerank(platform, meteredCallOf(req), plan, abortWhenClientLeaves(res));
         setWalletHeaders(res, ranked);
         res.json(ranked.body);

@@ -5,10 +5,11 @@ import { newId } from '../ids.js';
 import { parseChatInput, planChat } from '../inference/chat.js';
 import { translateUpstream } from '../inference/upstream-call.js';
 import { completeChat } from '../inference/complete-chat.js';
-import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
+import { createEmbeddings, embeddingsBody, planEmbeddings } from '../inference/embeddings.js';
+import { parseBody } from '../validation.js';
 import { resolveFileParts } from '../inference/file-parts.js';
 import { fileStorageFor } from '../files/storage.js';
-import { moderate, planModeration } from '../inference/moderations.js';
+import { moderate, moderationsBody, planModeration } from '../inference/moderations.js';
 import { resolutionContextFor } from '../models/definitions.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { BatchEndpoint, RequestResult } from './repository.js';
@@ -101,12 +102,12 @@ async function execute(platform: GatewayServices, context: BatchContext, line: {
       return completed.body;
     }
     case '/v1/embeddings': {
-      const plan = planEmbeddings(line.body, platform.providers);
+      const plan = planEmbeddings(parseBody(embeddingsBody, line.body), platform.providers);
       const created = await context.limit(plan.model.provider, () => createEmbeddings(platform, call, plan, { signal: context.signal, billingKey, priceFactor: context.priceFactor }));
       return created.body;
     }
     case '/v1/moderations': {
-      const plan = planModeration(line.body, platform.providers);
+      const plan = planModeration(parseBody(moderationsBody, line.body), platform.providers);
       // Metered at zero, like POST /v1/moderations: recorded, never charged.
       return context.limit(plan.model.provider, () => moderate(platform, call, plan, { signal: context.signal, billingKey }));
     }

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import { CATALOG, embeddingModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -34,8 +33,11 @@ export interface EmbeddingsPlan {
   encoding: 'float' | 'base64';
 }
 
-export function planEmbeddings(raw: unknown, providers: ProviderRegistry): EmbeddingsPlan {
-  const { model: requested, input, dimensions, encoding_format } = parseWith(embeddingsBody, raw ?? {});
+export type EmbeddingsRequest = z.output<typeof embeddingsBody>;
+
+/** Plans a request parsed by embeddingsBody (the route builder, or a batch line through parseBody). */
+export function planEmbeddings(request: EmbeddingsRequest, providers: ProviderRegistry): EmbeddingsPlan {
+  const { model: requested, input, dimensions, encoding_format } = request;
   if (requested !== undefined && typeof requested !== 'string') throw serviceError('invalid_embedding_model', { param: 'model' });
   const model = embeddingModel((requested as string | undefined) ?? DEFAULT_EMBEDDING_MODEL);
   if (!model) {

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import type { CatalogModel, ModelKind } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef, type ResolutionContext } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -33,8 +32,8 @@ export const imageBody = z.object({
   user: z.string().optional(),
 });
 
-export async function planImages(raw: unknown, providers: ProviderRegistry) {
-  const body = parseWith(imageBody, raw ?? {});
+/** Plans a request parsed by imageBody. */
+export async function planImages(body: z.output<typeof imageBody>, providers: ProviderRegistry) {
   const { model, adapter } = await mediaModel(body.model, 'image', providers, 'generateImages');
   return { model, adapter, prompt: body.prompt, n: body.n, size: body.size, costMicros: body.n * model.inputMicrosPer1M };
 }
@@ -49,8 +48,8 @@ export const speechBody = z.object({
   speed: z.number().min(0.25).max(4).optional(),
 });
 
-export async function planSpeech(raw: unknown, providers: ProviderRegistry) {
-  const body = parseWith(speechBody, raw ?? {});
+/** Plans a request parsed by speechBody. */
+export async function planSpeech(body: z.output<typeof speechBody>, providers: ProviderRegistry) {
   const { model, adapter } = await mediaModel(body.model, 'text_to_speech', providers, 'speak');
   // Priced per million characters spoken.
   return { model, adapter, input: body.input, voice: body.voice, format: body.response_format, costMicros: Math.ceil((body.input.length * model.inputMicrosPer1M) / 1_000_000) };

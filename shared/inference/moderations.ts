@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import { recordEvent } from '../events/outbox.js';
 import { CATALOG, type CatalogModel } from '../models/catalog.js';
 import type { GatewayServices } from '../composition/gateway.js';
@@ -21,8 +20,11 @@ export interface ModerationPlan {
   input: string[];
 }
 
-export function planModeration(raw: unknown, providers: ProviderRegistry): ModerationPlan {
-  const { input, model: requested } = parseWith(moderationsBody, raw ?? {});
+export type ModerationsRequest = z.output<typeof moderationsBody>;
+
+/** Plans a request parsed by moderationsBody (the route builder, or a batch line through parseBody). */
+export function planModeration(request: ModerationsRequest, providers: ProviderRegistry): ModerationPlan {
+  const { input, model: requested } = request;
   if (input === undefined || input === '' || (Array.isArray(input) && input.length === 0)) throw serviceError('missing_input', { param: 'input' });
   const inputs = typeof input === 'string' ? [input] : input;
   if (!Array.isArray(inputs) || inputs.some((entry) => typeof entry !== 'string')) throw serviceError('invalid_input', { param: 'input' });

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import { newId } from '../ids.js';
 import { CATALOG, catalogModel, type CatalogModel } from '../models/catalog.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -34,8 +33,9 @@ export interface RerankPlan {
   returnDocuments: boolean;
 }
 
-export function planRerank(raw: unknown, providers: ProviderRegistry): RerankPlan {
-  const { model: ref, query, documents, top_n, return_documents } = parseWith(rerankBody, raw ?? {});
+/** Plans a request parsed by rerankBody. */
+export function planRerank(request: z.output<typeof rerankBody>, providers: ProviderRegistry): RerankPlan {
+  const { model: ref, query, documents, top_n, return_documents } = request;
   const model = typeof ref === 'string' ? catalogModel(ref.split('@')[0]!) : undefined;
   if (!model || model.kind !== 'rerank' || ref !== model.id) {
     const accepted = CATALOG.filter((entry) => entry.kind === 'rerank').map((entry) => entry.id);
