@@ -5,8 +5,7 @@ import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
-import { requestId } from './middleware/request-id.js';
-import { requestLog } from './middleware/request-log.js';
+import { createBaseApp } from './middleware/base-app.js';
 import { gatewayRoutes } from './routes/index.js';
 import { mountRoutes } from './route-table.js';
 
@@ -26,15 +25,7 @@ export function createGatewayApp(platform: GatewayServices, options: GatewayAppO
   const { config, logger } = platform;
   // Metered calls are served here, so this process meters its busy payers against quota grants.
   platform.grants.start();
-  const app = express();
-  app.disable('x-powered-by');
-  // Express would hash every response body into a weak ETag, POST results and errors included;
-  // no client of this API revalidates (3 µs a small JSON body, and a pass over every audio body).
-  app.set('etag', false);
-  app.set('trust proxy', config.TRUST_PROXY_HOPS);
-
-  app.use(requestId);
-  app.use(requestLog(app, logger));
+  const app = createBaseApp(config, logger);
   app.use(metrics.middleware);
 
   const exposed = Registry.merge([metrics.registry, platform.meteringTimings.registry]);

@@ -85,11 +85,8 @@ if (runs('hot-path')) {
   });
 }
 
-if (runs('gateway')) {
-  console.log('');
-  section('gateway', 'Gateway overhead (bench configuration)', 'Non-streaming chat completions straight to the emulator and through the gateway at the same open-loop rates; "added" is the difference. The gateway runs alone with the bench\'s V8 flags and no worker.');
-  await runGatewayOverheadBench({
-    section: 'gateway',
+/** The load of both gateway-overhead sections (BENCH_GATEWAY_* and BENCH_FIRST_BYTE_* change it). */
+const gatewayLoad = {
     databaseUrl: benchDatabase.toString(),
     rates: (process.env.BENCH_GATEWAY_RATES ?? '200,500,1000').split(',').map(Number),
     sweepRates: (process.env.BENCH_GATEWAY_SWEEP ?? '100,200,300,400,500,700,1000').split(',').map(Number),
@@ -98,6 +95,14 @@ if (runs('gateway')) {
     firstByteRounds: Number(process.env.BENCH_FIRST_BYTE_ROUNDS ?? 1000),
     firstByteRate: Number(process.env.BENCH_FIRST_BYTE_RATE ?? 200),
     firstByteSeconds: Number(process.env.BENCH_FIRST_BYTE_SECONDS ?? 10),
+};
+
+if (runs('gateway')) {
+  console.log('');
+  section('gateway', 'Gateway overhead (bench configuration)', 'Non-streaming chat completions straight to the emulator and through the gateway at the same open-loop rates; "added" is the difference. The gateway runs alone with the bench\'s V8 flags and no worker.');
+  await runGatewayOverheadBench({
+    section: 'gateway',
+    ...gatewayLoad,
     tail: process.env.BENCH_TAIL === '1',
   });
 }
@@ -114,14 +119,7 @@ if (runs('gateway-as-started')) {
   await runGatewayOverheadBench({
     section: 'gateway-as-started',
     asStarted: true,
-    databaseUrl: benchDatabase.toString(),
-    rates: (process.env.BENCH_GATEWAY_RATES ?? '200,500,1000').split(',').map(Number),
-    sweepRates: (process.env.BENCH_GATEWAY_SWEEP ?? '100,200,300,400,500,700,1000').split(',').map(Number),
-    sweepSeconds: Number(process.env.BENCH_GATEWAY_SWEEP_SECONDS ?? 5),
-    seconds: Number(process.env.BENCH_GATEWAY_SECONDS ?? 10),
-    firstByteRounds: Number(process.env.BENCH_FIRST_BYTE_ROUNDS ?? 1000),
-    firstByteRate: Number(process.env.BENCH_FIRST_BYTE_RATE ?? 200),
-    firstByteSeconds: Number(process.env.BENCH_FIRST_BYTE_SECONDS ?? 10),
+    ...gatewayLoad,
     tail: false,
   });
 }

@@ -1,7 +1,6 @@
 import express, { type Express } from 'express';
 import type { HiveServices } from '../../shared/composition/hive.js';
-import { requestId } from '../middleware/request-id.js';
-import { requestLog } from '../middleware/request-log.js';
+import { createBaseApp } from '../middleware/base-app.js';
 import { errorHandler, notFound } from './errors.js';
 import { healthRoutes } from './routes/health.js';
 
@@ -13,14 +12,7 @@ import { healthRoutes } from './routes/health.js';
  */
 export function createHiveApp(hive: HiveServices): Express {
   const { config, logger } = hive;
-  const app = express();
-  app.disable('x-powered-by');
-  // Nothing the hive answers is revalidated by its clients; no ETag hashing of every body.
-  app.set('etag', false);
-  app.set('trust proxy', config.TRUST_PROXY_HOPS);
-
-  app.use(requestId);
-  app.use(requestLog(app, logger));
+  const app = createBaseApp(config, logger);
   app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
   app.use(healthRoutes(hive));
