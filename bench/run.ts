@@ -99,7 +99,7 @@ const gatewayLoad = {
 
 if (runs('gateway')) {
   console.log('');
-  section('gateway', 'Gateway overhead (bench configuration)', 'Non-streaming chat completions straight to the emulator and through the gateway at the same open-loop rates; "added" is the difference. The gateway runs alone with the bench\'s V8 flags and no worker.');
+  section('gateway', 'Gateway overhead (bench configuration)', 'Non-streaming chat completions straight to the emulator and through the gateway at the same open-loop rates; "added" is the difference. The gateway runs alone with the bench\'s V8 flags and no worker. A 10 s run\'s p99 rests on its slowest 1 % (50 requests at 500 req/s), so on a 2-core VM it moves by a few milliseconds between runs; the sweep\'s rows are a second reading of the same rates.');
   await runGatewayOverheadBench({
     section: 'gateway',
     ...gatewayLoad,
