@@ -153,6 +153,24 @@ const configSchema = z.object({
   /** The completion window (spec 1: 24h); shorter only to test expiry. */
   BATCH_COMPLETION_WINDOW_SECONDS: z.coerce.number().int().min(1).default(86_400),
 
+  /**
+   * The key that wraps managed vector stores' data keys and byok leases: 32 bytes, base64. Required
+   * in production; elsewhere one is made on first start and kept in DATA_DIR/secrets.
+   */
+  VECTOR_STORE_MASTER_KEY: z
+    .string()
+    .transform((text, ctx) => {
+      const key = Buffer.from(text.trim(), 'base64');
+      if (key.length === 32) return key;
+      ctx.addIssue({ code: 'custom', message: 'must be 32 bytes, base64-encoded' });
+      return z.NEVER;
+    })
+    .optional(),
+  /** Files of vector stores whose ingest stages one worker process runs at once. */
+  VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  /** Chunks embedded in one upstream call during ingest and migration. */
+  VECTOR_STORE_EMBED_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
+
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
 });

@@ -8,6 +8,7 @@ import { createInfrastructure, settleAll, type Infrastructure } from '../platfor
 import { MeteringTimings } from '../platform/metering-timings.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
+import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
 
 /**
  * The gateway's composition root: the process's infrastructure plus the long-lived services of
@@ -26,11 +27,14 @@ export interface GatewayServices extends Infrastructure {
   providers: ProviderRegistry;
   /** Signs (first key) and verifies (every key) client tokens. */
   clientTokenKeys: ClientTokenKeys;
+  /** Data keys of encrypted vector stores: the master key, byok leases, per-request passphrases. */
+  vectorStoreKeys: VectorStoreKeyring;
 }
 
 export function createGatewayServices(config: Config, processName: string, logger = createLogger(config, processName)): GatewayServices {
   // First: a bad key stops the process before any connection opens.
   const clientTokenKeys = loadClientTokenKeys(config, logger);
+  const masterKey = loadMasterKey(config);
   const infrastructure = createInfrastructure(config, processName, logger);
   const { db, redis } = infrastructure;
   enableMeteringGroups(db, config.METERING_GROUP_CONCURRENCY);
@@ -53,6 +57,7 @@ export function createGatewayServices(config: Config, processName: string, logge
     credentials,
     providers: new ProviderRegistry(config.providers),
     clientTokenKeys,
+    vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
     close,
   };
 }
