@@ -1,6 +1,7 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { createWebhookActivities } from './webhook-activities.js';
 import { createBatchActivities } from './batch-activities.js';
+import { createVectorStoreActivities } from './vector-store-activities.js';
 
 /**
  * Activities are thin adapters over domain code, made by a factory over the process's shared
@@ -10,5 +11,6 @@ export function createActivities(platform: GatewayServices): Record<string, (...
   return {
     ...createWebhookActivities(platform),
     ...createBatchActivities(platform),
+    ...createVectorStoreActivities(platform),
   };
 }

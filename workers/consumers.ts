@@ -4,6 +4,7 @@ import type { ConsumerDefinition, QueueRegistry } from '../shared/platform/queue
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { webhookConsumerDefinitions } from './webhook-consumers.js';
 import { batchConsumerDefinitions } from './batch-consumers.js';
+import { vectorStoreConsumerDefinitions } from './vector-store-consumers.js';
 
 /**
  * The BullMQ consumers this process runs, each a thin adapter over domain code, and the
@@ -27,6 +28,7 @@ export function consumerDefinitions(platform: GatewayServices): ConsumerDefiniti
     },
     ...webhookConsumerDefinitions(platform),
     ...batchConsumerDefinitions(platform),
+    ...(vectorStoreConsumerDefinitions(platform) as ConsumerDefinition[]),
   ];
 }
 

@@ -6,3 +6,4 @@
  */
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { batchWorkflow } from './batch.js';
+export { vectorStoreDeletionWorkflow } from './vector-store-deletion.js';

@@ -14,6 +14,7 @@ import { modelRoutes } from './models.js';
 import { moderationRoutes } from './moderations.js';
 import { rerankRoutes } from './rerank.js';
 import { systemRoutes } from './system.js';
+import { vectorStoreRoutes } from './vector-stores.js';
 import { webhookRoutes } from './webhooks.js';
 
 /** The API version the OpenAPI description states. */
@@ -40,6 +41,7 @@ export function gatewayRoutes(platform: GatewayServices): RouteDefinition[] {
     ...webhookRoutes(platform),
     ...fileRoutes(platform),
     ...batchRoutes(platform),
+    ...vectorStoreRoutes(platform),
   ];
   return table;
 }

@@ -29,6 +29,7 @@ export const SURFACES: Record<string, SurfaceInfo> = {
   'audio.speech': { compatible_with: 'openai.audio.speech' },
   files: { compatible_with: 'openai.files' },
   batches: { compatible_with: 'openai.batches' },
+  vector_stores: { compatible_with: 'openai.vector_stores', notes: 'plus embedding_model, encryption (managed, byok), vector_sealing, vector_index, graphrag_enabled; unlock and hybrid search' },
   customers: { compatible_with: 'svc.customers' },
   client_tokens: { compatible_with: 'svc.client_tokens' },
   customer_wallets: { compatible_with: 'svc.customer_wallets' },
@@ -43,7 +44,6 @@ export const SURFACES: Record<string, SurfaceInfo> = {
 
 /** On the published roadmap, not yet mounted. */
 const PLANNED: CompatibleSurface[] = [
-  { surface: 'vector_stores', compatible_with: 'openai.vector_stores', paths: ['/v1/vector_stores'], status: 'planned' },
   { surface: 'assistants', compatible_with: 'openai.beta.assistants', paths: ['/v1/assistants', '/v1/threads'], status: 'planned' },
   { surface: 'conversations', compatible_with: 'svc.conversations', paths: ['/v1/conversations'], status: 'planned' },
 ];

@@ -41,6 +41,12 @@ export async function findFile(q: Queryable, developerId: string, id: string): P
   return rows[0];
 }
 
+/** The developer's live files among `ids`, by id. */
+export async function findFiles(q: Queryable, developerId: string, ids: string[]): Promise<Map<string, FileRow>> {
+  const { rows } = await q.query<FileRow>(`SELECT ${COLUMNS} FROM files WHERE developer_id = $1 AND id = ANY($2) AND deleted_at IS NULL`, [developerId, ids]);
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
 /** Newest first, as callers polling their uploads expect. */
 export async function listFiles(q: Queryable, developerId: string, page: { limit: number; after: CursorPosition | undefined }, purpose: string | undefined): Promise<FileRow[]> {
   const { rows } = await q.query<FileRow>(

@@ -1,0 +1,47 @@
+import type { GatewayServices } from '../composition/gateway.js';
+import type { Queryable } from '../db/pool.js';
+import { serviceError } from '../errors.js';
+import type { Page } from '../pagination.js';
+import * as repo from './repository.js';
+
+/** What every vector-store module shares: the services they use, the caller, and the few rules all of them apply. */
+export type VectorStoreServices = Pick<GatewayServices, 'db' | 'config' | 'queues' | 'vectorStoreKeys' | 'temporal' | 'logger'>;
+
+/** Who pays: the developer, their payer account, and the customer named by Svc-Customer, if any. */
+export interface Attribution {
+  developerId: string;
+  payerAccountId: string;
+  /** The customer whose prepaid wallet pays for the embeddings (Svc-Customer), or null for the developer's. */
+  customerId: string | null;
+}
+
+/** Who acts on a store: the developer, the wallet that pays its embeddings, and a byok passphrase sent with the request. */
+export interface VectorStoreCaller extends Attribution {
+  /** Svc-Vector-Store-Key, for a byok store without a lease. */
+  passphrase: string | undefined;
+}
+
+/** Store and file lists: 50 by default, 200 at most (spec 1, "Pagination"). */
+export const STORE_PAGE = { defaultLimit: 50, maxLimit: 200 };
+
+/** How a store's vectors are searched, from its settings: PostgreSQL's HNSW, an exact scan, or IVF lists in the CPU pool. */
+export type SearchIndex = 'hnsw' | 'flat' | 'ivf';
+export function searchIndexOf(store: Pick<repo.VectorStoreRow, 'vector_sealing' | 'vector_index'>): SearchIndex {
+  if (store.vector_sealing === 'full') return store.vector_index === 'ivf' ? 'ivf' : 'flat';
+  return store.vector_index === 'flat' ? 'flat' : 'hnsw';
+}
+
+/** A store the caller may write to: 404 when it is not theirs, 409 vector_store_unavailable while it is deleted. */
+export async function activeStore(q: Queryable, developerId: string, id: string, lock?: 'share' | 'update'): Promise<repo.VectorStoreRow> {
+  const store = lock ? await repo.lockStore(q, developerId, id, lock) : await repo.findStore(q, developerId, id);
+  if (!store) throw serviceError('vector_store_not_found');
+  if (store.state !== 'active') throw serviceError('vector_store_unavailable');
+  return store;
+}
+
+export const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
+
+/** OpenAI's list fields beside the spec's cursor: first_id and last_id. */
+export function withIds<T extends { id: string }>(page: Page<T>): Page<T> & { first_id: string | null; last_id: string | null } {
+  return { ...page, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null };
+}

@@ -1,0 +1,255 @@
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { MeteredCall } from '../billing/metered-call.js';
+import type { GatewayServices } from '../composition/gateway.js';
+import { getCustomer } from '../customers/customers.js';
+import { withTransaction } from '../db/pool.js';
+import { ServiceError } from '../errors.js';
+import { recordEvent } from '../events/outbox.js';
+import * as filesRepo from '../files/repository.js';
+import { fileStorageFor } from '../files/storage.js';
+import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
+import { blindTerms, chunkAad, open, seal, sealText, sealVector, storeKeys, type StoreKeys } from './crypto.js';
+import { chunkText } from './chunking.js';
+import { extractText, FileParseError } from './parsing.js';
+import * as repo from './repository.js';
+import type { VectorStoreServices } from './common.js';
+
+/**
+ * File ingest as a pipeline of BullMQ stages: parse (extract the file's text) -> chunk (token
+ * windows, sealed when the store is encrypted) -> embed (metered embedding calls, a batch of
+ * chunks at a time) -> store (the file completes and becomes searchable). Each stage is a job
+ * with retries; each acts only for the attempt it was queued for and only while the file is
+ * still pending or in progress, and each writes what it makes idempotently, so a worker killed
+ * mid-stage loses nothing when the job runs again and doubles nothing (chunks are keyed by their
+ * index; an embedding batch's charge is keyed by its first chunk).
+ */
+export const INGEST_STAGES = ['parse', 'chunk', 'embed', 'store'] as const;
+export type IngestStage = (typeof INGEST_STAGES)[number];
+export const ingestQueue = (stage: IngestStage) => `vector-store-${stage}`;
+
+export interface IngestJob {
+  storeId: string;
+  fileId: string;
+  attempt: number;
+  /** byok stores only: the data key, wrapped by the master key (the stages outlive the request's lease). */
+  wrappedKey?: string;
+}
+
+const JOB_OPTIONS = {
+  attempts: 6,
+  backoff: { type: 'exponential', delay: 1_000 },
+  removeOnComplete: true,
+  removeOnFail: { age: 86_400 },
+} as const;
+
+export async function enqueueIngest(platform: Pick<VectorStoreServices, 'queues' | 'vectorStoreKeys'>, store: repo.VectorStoreRow, files: repo.StoreFileRow[], dataKey: Buffer | null): Promise<void> {
+  const wrappedKey = store.encryption === 'byok' && dataKey ? platform.vectorStoreKeys.wrapForJob(store.id, dataKey) : undefined;
+  await platform.queues.queue<IngestJob>(ingestQueue('parse')).addBulk(
+    files.map((file) => {
+      const data: IngestJob = { storeId: store.id, fileId: file.file_id, attempt: file.attempt, ...(wrappedKey && { wrappedKey }) };
+      return { name: 'parse', data, opts: { ...JOB_OPTIONS, jobId: jobIdOf('parse', data) } };
+    }),
+  );
+}
+
+/** One job per stage, file and attempt: queuing a stage twice (a retried stage, a recovery sweep) runs it once. */
+const jobIdOf = (stage: IngestStage, job: IngestJob) => `${stage}-${job.storeId}-${job.fileId}-${job.attempt}`;
+
+async function enqueueNext(platform: GatewayServices, stage: IngestStage, job: IngestJob): Promise<void> {
+  await platform.queues.queue<IngestJob>(ingestQueue(stage)).add(stage, job, { ...JOB_OPTIONS, jobId: jobIdOf(stage, job) });
+}
+
+/** The BullMQ processor of a stage: permanent failures end the file as failed at once; others retry, and fail it on the last try. */
+export function ingestProcessor(platform: GatewayServices, stage: IngestStage) {
+  const run = STAGES[stage];
+  return async (job: Job<IngestJob>) => {
+    try {
+      return await run(platform, job.data);
+    } catch (error) {
+      const permanent = error instanceof FileParseError || (error instanceof ServiceError && error.status < 500 && error.status !== 429);
+      const lastTry = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      if (permanent || lastTry) {
+        await failFile(platform, job.data, lastErrorOf(error));
+        if (permanent) throw new UnrecoverableError((error as Error).message);
+      }
+      throw error;
+    }
+  };
+}
+
+function lastErrorOf(error: unknown): { code: string; message: string } {
+  if (error instanceof FileParseError) return { code: error.code, message: error.message };
+  if (error instanceof ServiceError) return { code: error.code, message: error.message };
+  return { code: 'server_error', message: 'The file could not be processed; retry it.' };
+}
+
+interface IngestContext {
+  store: repo.VectorStoreRow;
+  file: repo.StoreFileRow;
+  keys: StoreKeys | null;
+  space: number;
+}
+
+/** The store and file of a job, or null when the job is stale: the file was cancelled, detached, retried again, or the store deleted. */
+async function contextOf(platform: GatewayServices, job: IngestJob, claim: boolean): Promise<IngestContext | null> {
+  const store = await repo.findStoreById(platform.db, job.storeId);
+  if (!store || store.state !== 'active') return null;
+  const file = claim
+    ? await repo.moveFile(platform.db, job.storeId, job.fileId, ['pending', 'in_progress'], 'in_progress', { attempt: job.attempt })
+    : await repo.findStoreFile(platform.db, job.storeId, job.fileId);
+  if (!file || file.attempt !== job.attempt || (file.status !== 'pending' && file.status !== 'in_progress')) return null;
+  return { store, file, keys: await keysOf(platform, store, job), space: store.active_space };
+}
+
+async function keysOf(platform: GatewayServices, store: repo.VectorStoreRow, job: IngestJob): Promise<StoreKeys | null> {
+  if (store.encryption === 'none') return null;
+  if (store.encryption === 'managed') return platform.vectorStoreKeys.keys(store);
+  if (!job.wrappedKey) throw new UnrecoverableError('a byok ingest job without its key');
+  return storeKeys(platform.vectorStoreKeys.unwrapForJob(store.id, job.wrappedKey));
+}
+
+const extractedKey = (job: IngestJob) => `vsx_${job.storeId}_${job.fileId}_${job.attempt}`;
+
+const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) => Promise<unknown>> = {
+  /** parse: the file's bytes to text, kept (sealed for an encrypted store) for the chunk stage. */
+  async parse(platform, job) {
+    const context = await contextOf(platform, job, true);
+    if (!context) return { stale: true };
+    const source = await filesRepo.findFile(platform.db, context.store.developer_id, job.fileId);
+    if (!source) throw new FileParseError('invalid_file', 'The file was deleted before it could be read.');
+    const storage = fileStorageFor(platform.config);
+    const bytes = await readAll(storage.read(source.storage_key));
+    const text = await extractText(bytes, source.filename);
+    const body = context.keys ? seal(context.keys.text, Buffer.from(text), extractedKey(job)) : Buffer.from(text);
+    await storage.write(extractedKey(job), (async function* () {
+      yield body;
+    })());
+    await enqueueNext(platform, 'chunk', job);
+    return { characters: text.length };
+  },
+
+  /** chunk: token windows of the file's strategy, written as the file's chunks (replacing any a killed run left). */
+  async chunk(platform, job) {
+    const context = await contextOf(platform, job, false);
+    if (!context) return { stale: true };
+    const storage = fileStorageFor(platform.config);
+    const body = await readAll(storage.read(extractedKey(job)));
+    const text = (context.keys ? open(context.keys.text, body, extractedKey(job)) : body).toString('utf8');
+    const chunks = chunkText(text, context.file.chunking);
+    const { store, keys, space } = context;
+    const written = chunks.map((chunk) => ({
+      chunkIndex: chunk.index,
+      tokens: chunk.tokens,
+      text: keys ? null : chunk.text,
+      textSealed: keys ? sealText(keys, chunk.text, chunkAad(store.id, space, job.fileId, chunk.index)) : null,
+      terms: keys ? blindTerms(keys, chunk.text) : null,
+    }));
+    const current = await withTransaction(platform.db, async (client) => {
+      // Under the file's row lock: a cancel or retry that commits first leaves this write out.
+      const file = await repo.findStoreFile(client, job.storeId, job.fileId, true);
+      if (!file || file.attempt !== job.attempt || file.status !== 'in_progress') return false;
+      await repo.replaceChunks(client, store.id, space, job.fileId, written);
+      return true;
+    });
+    if (!current) return { stale: true };
+    await enqueueNext(platform, 'embed', job);
+    await storage.delete(extractedKey(job));
+    return { chunks: chunks.length };
+  },
+
+  /** embed: the chunks without a vector, a batch at a time, each batch one metered call billed once. */
+  async embed(platform, job) {
+    const context = await contextOf(platform, job, false);
+    if (!context) return { stale: true };
+    const { store, file, keys, space } = context;
+    const call = await meteredCallOf(platform, file);
+    let embedded = 0;
+    for (;;) {
+      const pending = await repo.unembeddedChunks(platform.db, store.id, space, job.fileId, platform.config.VECTOR_STORE_EMBED_BATCH);
+      if (pending.length === 0) break;
+      const texts = pending.map((chunk) => chunk.text ?? open(keys!.text, chunk.text_sealed!, chunkAad(store.id, space, job.fileId, chunk.chunk_index)).toString('utf8'));
+      const vectors = await embedTexts(platform, call, store, texts, `vs:${store.id}:${space}:${job.fileId}:${job.attempt}:${pending[0]!.chunk_index}`);
+      await repo.writeEmbeddings(
+        platform.db,
+        store.id,
+        space,
+        job.fileId,
+        pending.map((chunk, i) => {
+          const sealed = store.vector_sealing === 'full';
+          return {
+            chunkIndex: chunk.chunk_index,
+            embedding: sealed ? null : vectors[i]!,
+            sealed: sealed ? sealVector(keys!, vectors[i]!, chunkAad(store.id, space, job.fileId, chunk.chunk_index)) : null,
+          };
+        }),
+      );
+      embedded += pending.length;
+    }
+    await enqueueNext(platform, 'store', job);
+    return { embedded };
+  },
+
+  /** store: every chunk has its vector; the file completes and its chunks become searchable. */
+  async store(platform, job) {
+    const context = await contextOf(platform, job, false);
+    if (!context) return { stale: true };
+    const { store, space } = context;
+    const totals = await repo.chunkTotals(platform.db, store.id, space, job.fileId);
+    if (totals.embedded < totals.chunks) {
+      // A chunk lost its vector to a concurrent re-chunk: embed again.
+      await platform.queues.queue<IngestJob>(ingestQueue('embed')).add('embed', job, { ...JOB_OPTIONS, jobId: `${jobIdOf('embed', job)}-again-${Date.now()}` });
+      return { waiting: totals.chunks - totals.embedded };
+    }
+    const usageBytes = totals.text_bytes + totals.chunks * store.dimensions * 4;
+    const completed = await withTransaction(platform.db, async (client) => {
+      const moved = await repo.moveFile(client, store.id, job.fileId, ['in_progress'], 'completed', { attempt: job.attempt, chunkCount: totals.chunks, usageBytes });
+      if (moved) await recordEvent(client, store.developer_id, 'vector_store.file.completed', { vector_store_id: store.id, file_id: job.fileId, chunks: totals.chunks });
+      return moved;
+    });
+    if (completed) await repo.touchStore(platform.db, store.id);
+    return { chunks: totals.chunks, completed: Boolean(completed) };
+  },
+};
+
+async function failFile(platform: GatewayServices, job: IngestJob, error: { code: string; message: string }): Promise<void> {
+  await withTransaction(platform.db, async (client) => {
+    const failed = await repo.moveFile(client, job.storeId, job.fileId, ['pending', 'in_progress'], 'failed', { attempt: job.attempt, error });
+    if (!failed) return;
+    await repo.deleteFileChunks(client, job.storeId, job.fileId);
+    await recordEvent(client, failed.developer_id, 'vector_store.file.failed', { vector_store_id: job.storeId, file_id: job.fileId, last_error: error });
+  });
+  await fileStorageFor(platform.config).delete(extractedKey(job));
+}
+
+/** The metered call an ingest's embeddings bill to: the attach's payer, or the customer it named. */
+async function meteredCallOf(platform: GatewayServices, file: repo.StoreFileRow): Promise<MeteredCall> {
+  return {
+    developerId: file.developer_id,
+    payerAccountId: file.payer_account_id,
+    customer: file.customer_id ? await getCustomer(platform.db, file.developer_id, file.customer_id) : null,
+    billableOverrideMicros: undefined,
+    // Ingest paces itself (bounded stage concurrency); its tokens do not spend the per-minute windows of synchronous calls.
+    tokenCounterKeys: [],
+    requestId: `ingest_${file.vector_store_id}_${file.file_id}_${file.attempt}`,
+  };
+}
+
+/** Embeds texts with the store's model through the gateway's metering; `billingKey` makes the charge once-only. */
+export async function embedTexts(
+  platform: GatewayServices,
+  call: MeteredCall,
+  store: Pick<repo.VectorStoreRow, 'embedding_model' | 'dimensions'>,
+  texts: string[],
+  billingKey: string | undefined,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<number[][]> {
+  const plan = planEmbeddings({ model: store.embedding_model, input: texts, dimensions: store.dimensions }, platform.providers);
+  const created = await createEmbeddings(platform, call, plan, { signal, ...(billingKey && { billingKey }) });
+  return created.body.data.map((entry) => entry.embedding as number[]);
+}
+
+async function readAll(stream: AsyncIterable<Buffer>): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(part);
+  return Buffer.concat(parts);
+}

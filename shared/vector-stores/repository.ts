@@ -1,0 +1,464 @@
+import { toSql } from 'pgvector';
+import type { Queryable } from '../db/pool.js';
+import type { CursorPosition } from '../pagination.js';
+import type { ENCRYPTIONS, VECTOR_INDEXES, VECTOR_SEALINGS } from './schemas.js';
+
+/** SQL of vector stores, their files, file batches and chunks. Every statement names the developer or a store already checked to be theirs. */
+
+export interface VectorStoreRow {
+  id: string;
+  developer_id: string;
+  name: string | null;
+  description: string | null;
+  embedding_model: string;
+  dimensions: number;
+  encryption: (typeof ENCRYPTIONS)[number];
+  vector_sealing: (typeof VECTOR_SEALINGS)[number];
+  vector_index: (typeof VECTOR_INDEXES)[number];
+  graphrag_enabled: boolean;
+  metadata: Record<string, string> | null;
+  wrapped_data_key: Buffer | null;
+  kdf_salt: Buffer | null;
+  state: 'active' | 'deleting' | 'deleted';
+  active_space: number;
+  expires_after_days: number | null;
+  last_active_at: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface FileCounts {
+  in_progress: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  total: number;
+}
+
+export interface StoreWithCounts extends VectorStoreRow {
+  file_counts: FileCounts;
+  usage_bytes: number;
+}
+
+const STORE_COLUMNS = `s.id, s.developer_id, s.name, s.description, s.embedding_model, s.dimensions, s.encryption, s.vector_sealing,
+  s.vector_index, s.graphrag_enabled, s.metadata, s.wrapped_data_key, s.kdf_salt, s.state, s.active_space, s.expires_after_days,
+  s.last_active_at, s.created_at, s.updated_at`;
+
+// pending files count as in_progress, as OpenAI's file_counts have no pending.
+const COUNTS = `LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE f.status IN ('pending', 'in_progress'))::int AS in_progress,
+           count(*) FILTER (WHERE f.status = 'completed')::int AS completed,
+           count(*) FILTER (WHERE f.status = 'failed')::int AS failed,
+           count(*) FILTER (WHERE f.status = 'cancelled')::int AS cancelled,
+           count(*)::int AS total,
+           coalesce(sum(f.usage_bytes), 0)::bigint AS usage_bytes
+    FROM vector_store_files f WHERE f.vector_store_id = s.id) c ON true`;
+
+const WITH_COUNTS = `${STORE_COLUMNS}, json_build_object('in_progress', c.in_progress, 'completed', c.completed, 'failed', c.failed,
+  'cancelled', c.cancelled, 'total', c.total) AS file_counts, c.usage_bytes`;
+
+function withNumbers(row: StoreWithCounts): StoreWithCounts {
+  return { ...row, usage_bytes: Number(row.usage_bytes) };
+}
+
+export type NewVectorStore = Pick<
+  VectorStoreRow,
+  'id' | 'name' | 'description' | 'embedding_model' | 'dimensions' | 'encryption' | 'vector_sealing' | 'vector_index' | 'graphrag_enabled' | 'metadata' | 'wrapped_data_key' | 'kdf_salt' | 'expires_after_days'
+>;
+
+/**
+ * The store row and its chunk partition; `hnswDimensions` (stores whose vectors PostgreSQL may
+ * read) also gets the HNSW index of the first embedding space.
+ */
+export async function insertStore(q: Queryable, developerId: string, store: NewVectorStore, hnswDimensions: number | null): Promise<void> {
+  await q.query(
+    `INSERT INTO vector_stores (id, developer_id, name, description, embedding_model, dimensions, encryption, vector_sealing, vector_index,
+       graphrag_enabled, metadata, wrapped_data_key, kdf_salt, expires_after_days)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+    [
+      store.id, developerId, store.name, store.description, store.embedding_model, store.dimensions, store.encryption, store.vector_sealing,
+      store.vector_index, store.graphrag_enabled, store.metadata === null ? null : JSON.stringify(store.metadata), store.wrapped_data_key,
+      store.kdf_salt, store.expires_after_days,
+    ],
+  );
+  await q.query(`CREATE TABLE ${partitionOf(store.id)} PARTITION OF vector_store_chunks FOR VALUES IN (${storeLiteral(store.id)})`);
+  await q.query(`CREATE INDEX ON ${partitionOf(store.id)} USING gin (tsv)`);
+  await q.query(`CREATE INDEX ON ${partitionOf(store.id)} USING gin (terms)`);
+  if (hnswDimensions !== null) await createSpaceIndex(q, store.id, 1, hnswDimensions);
+}
+
+/** The HNSW index (cosine) over one embedding space of a store; halfvec past pgvector's 2,000-dimension limit for vector. */
+export async function createSpaceIndex(q: Queryable, storeId: string, space: number, dimensions: number): Promise<void> {
+  const { cast, ops } = vectorCast(dimensions);
+  await q.query(
+    `CREATE INDEX IF NOT EXISTS ${indexName(storeId, space)} ON ${partitionOf(storeId)} USING hnsw ((embedding::${cast}) ${ops}) WITH (m = 16, ef_construction = 64) WHERE space = ${Number(space)}`,
+  );
+}
+
+export async function dropSpaceIndex(q: Queryable, storeId: string, space: number): Promise<void> {
+  await q.query(`DROP INDEX IF EXISTS ${indexName(storeId, space)}`);
+}
+
+export function vectorCast(dimensions: number): { cast: string; ops: string } {
+  const d = Number(dimensions);
+  return d > 2000 ? { cast: `halfvec(${d})`, ops: 'halfvec_cosine_ops' } : { cast: `vector(${d})`, ops: 'vector_cosine_ops' };
+}
+
+/** Store ids are checked by the table's CHECK (vs_ and 24 base62 characters), so they are safe to name in DDL. */
+const STORE_ID = /^vs_[0-9A-Za-z]{24}$/;
+export function partitionOf(storeId: string): string {
+  if (!STORE_ID.test(storeId)) throw new Error(`not a vector store id: ${storeId}`);
+  return `vector_store_chunks_${storeId.slice(3).toLowerCase()}_${crcSuffix(storeId)}`;
+}
+const indexName = (storeId: string, space: number) => `${partitionOf(storeId)}_s${Number(space)}_hnsw`;
+const storeLiteral = (storeId: string) => {
+  partitionOf(storeId);
+  return `'${storeId}'`;
+};
+/** Lowercasing a base62 id can make two ids one name; a short hash of the exact id keeps them apart. */
+function crcSuffix(id: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
+  return (hash >>> 0).toString(36);
+}
+
+export async function findStore(q: Queryable, developerId: string, id: string): Promise<StoreWithCounts | undefined> {
+  const { rows } = await q.query<StoreWithCounts>(`SELECT ${WITH_COUNTS} FROM vector_stores s ${COUNTS} WHERE s.developer_id = $1 AND s.id = $2`, [developerId, id]);
+  return rows[0] && withNumbers(rows[0]);
+}
+
+/** The row alone, locked for a state change (FOR SHARE: many writers of files, none deleting). */
+export async function lockStore(q: Queryable, developerId: string, id: string, mode: 'share' | 'update'): Promise<VectorStoreRow | undefined> {
+  const { rows } = await q.query<VectorStoreRow>(
+    `SELECT ${STORE_COLUMNS} FROM vector_stores s WHERE s.developer_id = $1 AND s.id = $2 FOR ${mode === 'share' ? 'SHARE' : 'UPDATE'}`,
+    [developerId, id],
+  );
+  return rows[0];
+}
+
+export async function findStoreById(q: Queryable, id: string): Promise<VectorStoreRow | undefined> {
+  const { rows } = await q.query<VectorStoreRow>(`SELECT ${STORE_COLUMNS} FROM vector_stores s WHERE s.id = $1`, [id]);
+  return rows[0];
+}
+
+export interface ListPage {
+  limit: number;
+  after: CursorPosition | undefined;
+  order: 'asc' | 'desc';
+}
+
+export async function listStores(q: Queryable, developerId: string, page: ListPage): Promise<StoreWithCounts[]> {
+  const [cmp, dir] = page.order === 'asc' ? ['>', 'ASC'] : ['<', 'DESC'];
+  const { rows } = await q.query<StoreWithCounts>(
+    `SELECT ${WITH_COUNTS} FROM vector_stores s ${COUNTS}
+     WHERE s.developer_id = $1 AND s.state = 'active'
+       AND ($2::text IS NULL OR (s.created_at, s.id) ${cmp} (SELECT a.created_at, a.id FROM vector_stores a WHERE a.developer_id = $1 AND a.id = $2))
+     ORDER BY s.created_at ${dir}, s.id ${dir}
+     LIMIT $3`,
+    [developerId, page.after?.id ?? null, page.limit + 1],
+  );
+  return rows.map(withNumbers);
+}
+
+export async function updateStore(
+  q: Queryable,
+  developerId: string,
+  id: string,
+  patch: { name?: string | null; description?: string | null; metadata?: Record<string, string> | null; expires_after_days?: number | null },
+): Promise<void> {
+  await q.query(
+    `UPDATE vector_stores SET
+       name = CASE WHEN $3 THEN $4 ELSE name END,
+       description = CASE WHEN $5 THEN $6 ELSE description END,
+       metadata = CASE WHEN $7 THEN $8::jsonb ELSE metadata END,
+       expires_after_days = CASE WHEN $9 THEN $10::int ELSE expires_after_days END,
+       last_active_at = now(), updated_at = now()
+     WHERE developer_id = $1 AND id = $2`,
+    [
+      developerId, id,
+      patch.name !== undefined, patch.name ?? null,
+      patch.description !== undefined, patch.description ?? null,
+      patch.metadata !== undefined, patch.metadata == null ? null : JSON.stringify(patch.metadata),
+      patch.expires_after_days !== undefined, patch.expires_after_days ?? null,
+    ],
+  );
+}
+
+export async function touchStore(q: Queryable, id: string): Promise<void> {
+  await q.query(`UPDATE vector_stores SET last_active_at = now() WHERE id = $1 AND last_active_at < now() - interval '1 minute'`, [id]);
+}
+
+export async function setStoreState(q: Queryable, id: string, state: VectorStoreRow['state']): Promise<void> {
+  await q.query(`UPDATE vector_stores SET state = $2, updated_at = now() WHERE id = $1`, [id, state]);
+}
+
+/** Removes a deleted store's content: its chunk partition, facts and file attachments; the row stays as a tombstone. */
+export async function dropStoreContent(q: Queryable, id: string): Promise<void> {
+  await q.query(`DROP TABLE IF EXISTS ${partitionOf(id)}`);
+  await q.query(`DELETE FROM vector_store_facts WHERE vector_store_id = $1`, [id]);
+  await q.query(`DELETE FROM vector_store_files WHERE vector_store_id = $1`, [id]);
+  await q.query(`UPDATE vector_stores SET state = 'deleted', wrapped_data_key = CASE WHEN encryption = 'none' THEN NULL ELSE wrapped_data_key END, updated_at = now() WHERE id = $1`, [id]);
+}
+
+// ---- files ------------------------------------------------------------------------------------
+
+export interface StoreFileRow {
+  vector_store_id: string;
+  file_id: string;
+  developer_id: string;
+  payer_account_id: string;
+  customer_id: string | null;
+  batch_id: string | null;
+  status: 'pending' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+  attempt: number;
+  attributes: Record<string, string | number | boolean> | null;
+  chunking: { max_chunk_size_tokens: number; chunk_overlap_tokens: number; type: 'auto' | 'static' };
+  chunk_count: number;
+  usage_bytes: number;
+  last_error_code: string | null;
+  last_error_message: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const FILE_COLUMNS = `vector_store_id, file_id, developer_id, payer_account_id, customer_id, batch_id, status, attempt, attributes, chunking, chunk_count,
+  usage_bytes::float8 AS usage_bytes, last_error_code, last_error_message, created_at, updated_at`;
+
+export interface NewStoreFile {
+  fileId: string;
+  customerId: string | null;
+  batchId: string | null;
+  attributes: StoreFileRow['attributes'];
+  chunking: StoreFileRow['chunking'];
+}
+
+/**
+ * Attaches files (again: a file attached before starts over as a new attempt). Returns the rows
+ * that now wait for ingest, with their attempt.
+ */
+export async function upsertFiles(q: Queryable, payer: { developerId: string; payerAccountId: string }, storeId: string, files: NewStoreFile[]): Promise<StoreFileRow[]> {
+  if (files.length === 0) return [];
+  const { rows } = await q.query<StoreFileRow>(
+    `INSERT INTO vector_store_files (vector_store_id, file_id, developer_id, payer_account_id, customer_id, batch_id, attributes, chunking)
+     SELECT $1, f.file_id, $2, $4, f.customer_id, f.batch_id, f.attributes, f.chunking
+     FROM jsonb_to_recordset($3::jsonb) AS f(file_id text, customer_id text, batch_id text, attributes jsonb, chunking jsonb)
+     ON CONFLICT (vector_store_id, file_id) DO UPDATE SET
+       status = 'pending', attempt = vector_store_files.attempt + 1, payer_account_id = excluded.payer_account_id, customer_id = excluded.customer_id, batch_id = excluded.batch_id,
+       attributes = excluded.attributes, chunking = excluded.chunking, chunk_count = 0, usage_bytes = 0,
+       last_error_code = NULL, last_error_message = NULL, updated_at = now()
+     RETURNING ${FILE_COLUMNS}`,
+    [
+      storeId,
+      payer.developerId,
+      JSON.stringify(files.map((file) => ({ file_id: file.fileId, customer_id: file.customerId, batch_id: file.batchId, attributes: file.attributes, chunking: file.chunking }))),
+      payer.payerAccountId,
+    ],
+  );
+  return rows;
+}
+
+export async function findStoreFile(q: Queryable, storeId: string, fileId: string, lock = false): Promise<StoreFileRow | undefined> {
+  const { rows } = await q.query<StoreFileRow>(`SELECT ${FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = $1 AND file_id = $2${lock ? ' FOR UPDATE' : ''}`, [storeId, fileId]);
+  return rows[0];
+}
+
+export async function listStoreFiles(
+  q: Queryable,
+  storeId: string,
+  page: ListPage,
+  filter: { status?: string | undefined; batchId?: string | undefined },
+): Promise<StoreFileRow[]> {
+  const [cmp, dir] = page.order === 'asc' ? ['>', 'ASC'] : ['<', 'DESC'];
+  // OpenAI's in_progress filter covers the files that have not started yet.
+  const statuses = filter.status === 'in_progress' ? ['pending', 'in_progress'] : filter.status ? [filter.status] : null;
+  const { rows } = await q.query<StoreFileRow>(
+    `SELECT ${FILE_COLUMNS} FROM vector_store_files
+     WHERE vector_store_id = $1
+       AND ($2::text[] IS NULL OR status = ANY($2))
+       AND ($3::text IS NULL OR batch_id = $3)
+       AND ($4::text IS NULL OR (created_at, file_id) ${cmp} (SELECT a.created_at, a.file_id FROM vector_store_files a WHERE a.vector_store_id = $1 AND a.file_id = $4))
+     ORDER BY created_at ${dir}, file_id ${dir}
+     LIMIT $5`,
+    [storeId, statuses, filter.batchId ?? null, page.after?.id ?? null, page.limit + 1],
+  );
+  return rows;
+}
+
+export async function updateFileAttributes(q: Queryable, storeId: string, fileId: string, attributes: StoreFileRow['attributes']): Promise<StoreFileRow | undefined> {
+  const { rows } = await q.query<StoreFileRow>(
+    `UPDATE vector_store_files SET attributes = $3, updated_at = now() WHERE vector_store_id = $1 AND file_id = $2 RETURNING ${FILE_COLUMNS}`,
+    [storeId, fileId, attributes === null ? null : JSON.stringify(attributes)],
+  );
+  return rows[0];
+}
+
+/** Moves a file of one attempt from one set of states to another; undefined when it was not in them (or a later attempt runs). */
+export async function moveFile(
+  q: Queryable,
+  storeId: string,
+  fileId: string,
+  from: StoreFileRow['status'][],
+  to: StoreFileRow['status'],
+  options: { attempt?: number; error?: { code: string; message: string }; chunkCount?: number; usageBytes?: number } = {},
+): Promise<StoreFileRow | undefined> {
+  const { rows } = await q.query<StoreFileRow>(
+    `UPDATE vector_store_files SET status = $4, updated_at = now(),
+       attempt = CASE WHEN $4 = 'pending' THEN attempt + 1 ELSE attempt END,
+       last_error_code = CASE WHEN $4 = 'failed' THEN $6 WHEN $4 = 'pending' THEN NULL ELSE last_error_code END,
+       last_error_message = CASE WHEN $4 = 'failed' THEN $7 WHEN $4 = 'pending' THEN NULL ELSE last_error_message END,
+       chunk_count = coalesce($8, chunk_count), usage_bytes = coalesce($9, usage_bytes)
+     WHERE vector_store_id = $1 AND file_id = $2 AND status = ANY($3) AND ($5::int IS NULL OR attempt = $5)
+     RETURNING ${FILE_COLUMNS}`,
+    [storeId, fileId, from, to, options.attempt ?? null, options.error?.code ?? null, options.error?.message ?? null, options.chunkCount ?? null, options.usageBytes ?? null],
+  );
+  return rows[0];
+}
+
+export async function deleteStoreFile(q: Queryable, storeId: string, fileId: string): Promise<boolean> {
+  const { rowCount } = await q.query(`DELETE FROM vector_store_files WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+  await deleteFileChunks(q, storeId, fileId);
+  return (rowCount ?? 0) > 0;
+}
+
+/** A file's chunks of every space and its facts (a cancelled, detached or re-ingested file). */
+export async function deleteFileChunks(q: Queryable, storeId: string, fileId: string): Promise<void> {
+  await q.query(`DELETE FROM vector_store_chunks WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+  await q.query(`DELETE FROM vector_store_facts WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+}
+
+// ---- file batches -----------------------------------------------------------------------------
+
+export interface FileBatchRow {
+  id: string;
+  vector_store_id: string;
+  cancelled_at: Date | null;
+  created_at: Date;
+  file_counts: FileCounts;
+}
+
+export async function insertFileBatch(q: Queryable, developerId: string, storeId: string, id: string): Promise<void> {
+  await q.query(`INSERT INTO vector_store_file_batches (id, vector_store_id, developer_id) VALUES ($1, $2, $3)`, [id, storeId, developerId]);
+}
+
+export async function findFileBatch(q: Queryable, storeId: string, id: string): Promise<FileBatchRow | undefined> {
+  const { rows } = await q.query<FileBatchRow>(
+    `SELECT b.id, b.vector_store_id, b.cancelled_at, b.created_at,
+       json_build_object(
+         'in_progress', count(*) FILTER (WHERE f.status IN ('pending', 'in_progress')),
+         'completed', count(*) FILTER (WHERE f.status = 'completed'),
+         'failed', count(*) FILTER (WHERE f.status = 'failed'),
+         'cancelled', count(*) FILTER (WHERE f.status = 'cancelled'),
+         'total', count(f.file_id)) AS file_counts
+     FROM vector_store_file_batches b LEFT JOIN vector_store_files f ON f.batch_id = b.id AND f.vector_store_id = b.vector_store_id
+     WHERE b.vector_store_id = $1 AND b.id = $2
+     GROUP BY b.id`,
+    [storeId, id],
+  );
+  return rows[0];
+}
+
+/** Cancels a batch's files that have not finished; returns them. */
+export async function cancelFileBatch(q: Queryable, storeId: string, id: string): Promise<StoreFileRow[]> {
+  await q.query(`UPDATE vector_store_file_batches SET cancelled_at = coalesce(cancelled_at, now()) WHERE vector_store_id = $1 AND id = $2`, [storeId, id]);
+  const { rows } = await q.query<StoreFileRow>(
+    `UPDATE vector_store_files SET status = 'cancelled', updated_at = now()
+     WHERE vector_store_id = $1 AND batch_id = $2 AND status IN ('pending', 'in_progress')
+     RETURNING ${FILE_COLUMNS}`,
+    [storeId, id],
+  );
+  return rows;
+}
+
+// ---- chunks -----------------------------------------------------------------------------------
+
+export interface ChunkWrite {
+  chunkIndex: number;
+  tokens: number;
+  text: string | null;
+  textSealed: Buffer | null;
+  terms: string[] | null;
+}
+
+/** Replaces a file's chunks of one space (a stage run again writes the same rows, never more). */
+export async function replaceChunks(q: Queryable, storeId: string, space: number, fileId: string, chunks: ChunkWrite[]): Promise<void> {
+  await q.query(`DELETE FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3`, [storeId, space, fileId]);
+  if (chunks.length === 0) return;
+  await q.query(
+    `INSERT INTO vector_store_chunks (vector_store_id, space, file_id, chunk_index, tokens, text, text_sealed, terms)
+     SELECT $1, $2, $3, c.chunk_index, c.tokens, c.text, decode(c.text_sealed, 'base64'), c.terms
+     FROM jsonb_to_recordset($4::jsonb) AS c(chunk_index int, tokens int, text text, text_sealed text, terms text[])`,
+    [
+      storeId,
+      space,
+      fileId,
+      JSON.stringify(chunks.map((chunk) => ({ chunk_index: chunk.chunkIndex, tokens: chunk.tokens, text: chunk.text, text_sealed: chunk.textSealed?.toString('base64') ?? null, terms: chunk.terms }))),
+    ],
+  );
+}
+
+export interface UnembeddedChunk {
+  chunk_index: number;
+  text: string | null;
+  text_sealed: Buffer | null;
+}
+
+export async function unembeddedChunks(q: Queryable, storeId: string, space: number, fileId: string, limit: number): Promise<UnembeddedChunk[]> {
+  const { rows } = await q.query<UnembeddedChunk>(
+    `SELECT chunk_index, text, text_sealed FROM vector_store_chunks
+     WHERE vector_store_id = $1 AND space = $2 AND file_id = $3 AND embedding IS NULL AND embedding_sealed IS NULL
+     ORDER BY chunk_index LIMIT $4`,
+    [storeId, space, fileId, limit],
+  );
+  return rows;
+}
+
+export async function writeEmbeddings(
+  q: Queryable,
+  storeId: string,
+  space: number,
+  fileId: string,
+  vectors: { chunkIndex: number; embedding: number[] | null; sealed: Buffer | null }[],
+): Promise<void> {
+  await q.query(
+    `UPDATE vector_store_chunks c SET embedding = v.embedding::vector, embedding_sealed = decode(v.sealed, 'base64')
+     FROM jsonb_to_recordset($4::jsonb) AS v(chunk_index int, embedding text, sealed text)
+     WHERE c.vector_store_id = $1 AND c.space = $2 AND c.file_id = $3 AND c.chunk_index = v.chunk_index`,
+    [storeId, space, fileId, JSON.stringify(vectors.map((v) => ({ chunk_index: v.chunkIndex, embedding: v.embedding && toSql(v.embedding), sealed: v.sealed?.toString('base64') ?? null })))],
+  );
+}
+
+export async function chunkTotals(q: Queryable, storeId: string, space: number, fileId: string): Promise<{ chunks: number; embedded: number; text_bytes: number }> {
+  const { rows } = await q.query<{ chunks: number; embedded: number; text_bytes: number }>(
+    `SELECT count(*)::int AS chunks,
+            count(*) FILTER (WHERE embedding IS NOT NULL OR embedding_sealed IS NOT NULL)::int AS embedded,
+            coalesce(sum(octet_length(coalesce(text, '')) + octet_length(coalesce(text_sealed, ''::bytea))), 0)::float8 AS text_bytes
+     FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3`,
+    [storeId, space, fileId],
+  );
+  return rows[0]!;
+}
+
+export interface StoredChunk {
+  file_id: string;
+  chunk_index: number;
+  text: string | null;
+  text_sealed: Buffer | null;
+}
+
+export async function fileChunks(q: Queryable, storeId: string, space: number, fileId: string): Promise<StoredChunk[]> {
+  const { rows } = await q.query<StoredChunk>(
+    `SELECT file_id, chunk_index, text, text_sealed FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3 ORDER BY chunk_index`,
+    [storeId, space, fileId],
+  );
+  return rows;
+}
+
+export async function insertFacts(q: Queryable, storeId: string, fileId: string, facts: { chunkIndex: number; subject: string; predicate: string; object: string }[]): Promise<void> {
+  await q.query(`DELETE FROM vector_store_facts WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+  if (facts.length === 0) return;
+  await q.query(
+    `INSERT INTO vector_store_facts (vector_store_id, file_id, chunk_index, subject, predicate, object)
+     SELECT $1, $2, f.chunk_index, f.subject, f.predicate, f.object FROM jsonb_to_recordset($3::jsonb) AS f(chunk_index int, subject text, predicate text, object text)`,
+    [storeId, fileId, JSON.stringify(facts.map((f) => ({ chunk_index: f.chunkIndex, subject: f.subject, predicate: f.predicate, object: f.object })))],
+  );
+}

@@ -1,0 +1,369 @@
+import OpenAI, { toFile } from 'openai';
+import type { Worker } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedis } from '../shared/platform/redis.js';
+import { startConsumers, type ConsumerDefinition } from '../shared/platform/queues.js';
+import { partitionOf } from '../shared/vector-stores/repository.js';
+import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumers.js';
+import { startInProcessWorker } from './support/batch-helpers.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { expectError } from './support/expect-error.js';
+import { pollUntil } from './support/poll.js';
+import { bearer, call, createDeveloper, walletBalanceMicros, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+
+/**
+ * Vector stores end to end: the real API, PostgreSQL with pgvector, the ingest stages on BullMQ
+ * (consumers in this process), Temporal for deletion, and the emulator's embeddings, whose
+ * vectors carry meaning, as the upstream.
+ */
+let emulated: EmulatedGateway;
+let gateway: TestPlatform;
+let developer: TestDeveloper;
+let client: OpenAI;
+let consumers: Worker[];
+let stopTemporal: () => Promise<void>;
+let closeBlocking: () => Promise<unknown>;
+
+beforeAll(async () => {
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ VECTOR_STORE_EMBED_BATCH: '4' }, 100_000_000));
+  const blocking = createRedis(gateway.config.REDIS_URL, 'blocking', gateway.platform.logger);
+  closeBlocking = () => blocking.quit();
+  consumers = startConsumers(vectorStoreConsumerDefinitions(gateway.platform) as ConsumerDefinition[], blocking, gateway.platform.queues.prefix, gateway.platform.logger);
+  stopTemporal = (await startInProcessWorker(gateway.platform)).stop;
+  client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
+});
+afterAll(async () => {
+  await Promise.all(consumers?.map((consumer) => consumer.close()) ?? []);
+  await stopTemporal?.();
+  await closeBlocking?.();
+  await emulated?.close();
+});
+
+const post = (path: string, json: unknown, headers: Record<string, string> = {}, key = developer.key) =>
+  call(gateway.baseUrl, path, { method: 'POST', json, headers: { ...bearer(key), ...headers } });
+const get = (path: string, headers: Record<string, string> = {}, key = developer.key) => call(gateway.baseUrl, path, { headers: { ...bearer(key), ...headers } });
+const del = (path: string, key = developer.key) => call(gateway.baseUrl, path, { method: 'DELETE', headers: bearer(key) });
+
+async function upload(name: string, content: string | Buffer): Promise<string> {
+  const file = await client.files.create({ file: await toFile(Buffer.from(content), name), purpose: 'assistants' });
+  return file.id;
+}
+
+async function storeFile(storeId: string, fileId: string, headers: Record<string, string> = {}) {
+  return pollUntil(
+    async () => (await get(`/v1/vector_stores/${storeId}/files/${fileId}`, headers)).body,
+    (file) => ['completed', 'failed', 'cancelled'].includes(file.status),
+    { context: () => `ingest of ${fileId}` },
+  );
+}
+
+const DOCUMENTS = {
+  'passwords.md': '# Resetting your password\n\nTo reset a forgotten password, open Settings, choose Security and press "Reset password". A reset link is emailed to you and expires after one hour.',
+  'billing.txt': 'Invoices are issued on the first day of each month. Refunds for annual plans are prorated and paid back to the original card within ten business days.',
+  'shipping.html': '<html><head><style>p{color:red}</style><script>var x = 1;</script></head><body><h1>Shipping</h1><p>Parcels ship from our warehouse in Rotterdam. Express delivery arrives within two days across Europe.</p></body></html>',
+  'incident.txt': 'Incident report: the payment worker crashed with error code ERR-4412-XQ while settling a batch. The fix raised the connection pool size.',
+};
+
+describe('through the official openai SDK', () => {
+  it('creates a store, uploads and polls files, and finds the relevant chunk first', async () => {
+    const store = await client.vectorStores.create({ name: 'Help center', embedding_model: 'text-embedding-3-small', metadata: { team: 'support' } } as OpenAI.VectorStoreCreateParams);
+    expect(store).toMatchObject({ object: 'vector_store', name: 'Help center', status: 'completed', metadata: { team: 'support' }, embedding_model: 'text-embedding-3-small', dimensions: 1536, encryption: 'none' });
+    expect(store.id).toMatch(/^vs_/);
+
+    for (const [name, content] of Object.entries(DOCUMENTS)) {
+      const file = await client.vectorStores.files.uploadAndPoll(store.id, await toFile(Buffer.from(content), name), { pollIntervalMs: 50 });
+      expect(file).toMatchObject({ object: 'vector_store.file', status: 'completed', vector_store_id: store.id, last_error: null });
+      expect(file.usage_bytes).toBeGreaterThan(0);
+    }
+    const retrieved = await client.vectorStores.retrieve(store.id);
+    expect(retrieved.file_counts).toEqual({ in_progress: 0, completed: 4, failed: 0, cancelled: 0, total: 4 });
+    expect(retrieved.usage_bytes).toBeGreaterThan(4 * 1536 * 4);
+
+    const cases: [string, string][] = [
+      ['how do I reset my password', 'passwords.md'],
+      ['when will I get my refund', 'billing.txt'],
+      ['how long does express delivery take', 'shipping.html'],
+    ];
+    for (const [query, expected] of cases) {
+      const page = await client.vectorStores.search(store.id, { query, max_num_results: 3 });
+      expect(page.data[0]?.filename, query).toBe(expected);
+      expect(page.data[0]!.content[0]!.type).toBe('text');
+      expect(page.data[0]!.score).toBeGreaterThan(0);
+    }
+    // Parsed text, not markup: the HTML file's chunk has no script or style.
+    const shipping = (await client.vectorStores.search(store.id, { query: 'express delivery Europe', max_num_results: 1 })).data[0]!;
+    expect(shipping.content[0]!.text).toContain('Rotterdam');
+    expect(shipping.content[0]!.text).not.toContain('var x');
+    expect(shipping.content[0]!.text).not.toContain('color:red');
+  });
+
+  it('finds an exact identifier through full-text ranking even when its embedding is not near', async () => {
+    const store = await createStore({ name: 'Incidents' });
+    for (const [name, content] of Object.entries(DOCUMENTS)) await attachAndWait(store.id, name, content);
+    const { body } = await post(`/v1/vector_stores/${store.id}/search`, { query: 'ERR-4412-XQ', max_num_results: 2 });
+    expect(body.object).toBe('vector_store.search_results.page');
+    expect(body.search_query).toEqual(['ERR-4412-XQ']);
+    expect(body.data[0].filename).toBe('incident.txt');
+  });
+
+  it('filters results on file attributes (eq, in, numeric ranges, compound)', async () => {
+    const store = await createStore({ name: 'Filtered' });
+    const password = await upload('passwords.md', DOCUMENTS['passwords.md']);
+    const billing = await upload('billing.txt', DOCUMENTS['billing.txt']);
+    await client.vectorStores.files.createAndPoll(store.id, { file_id: password, attributes: { region: 'eu', year: 2024, public: true } }, { pollIntervalMs: 50 });
+    await client.vectorStores.files.createAndPoll(store.id, { file_id: billing, attributes: { region: 'us', year: 2022, public: false } }, { pollIntervalMs: 50 });
+    const search = async (filters: unknown) =>
+      (await post(`/v1/vector_stores/${store.id}/search`, { query: 'password refund', filters })).body.data.map((result: { filename: string }) => result.filename);
+    expect(await search({ type: 'eq', key: 'region', value: 'us' })).toEqual(['billing.txt']);
+    expect(await search({ type: 'in', key: 'region', value: ['eu', 'apac'] })).toEqual(['passwords.md']);
+    expect(await search({ type: 'gte', key: 'year', value: 2023 })).toEqual(['passwords.md']);
+    expect(await search({ type: 'eq', key: 'public', value: false })).toEqual(['billing.txt']);
+    expect(await search({ type: 'or', filters: [{ type: 'lt', key: 'year', value: 2023 }, { type: 'eq', key: 'region', value: 'eu' }] })).toHaveLength(2);
+    expect(await search({ type: 'and', filters: [{ type: 'ne', key: 'region', value: 'eu' }, { type: 'gt', key: 'year', value: 2023 }] })).toEqual([]);
+    const bad = await post(`/v1/vector_stores/${store.id}/search`, { query: 'x', filters: { type: 'like', key: 'region', value: 'e' } });
+    expectError(bad, 400, 'invalid_request', { param: 'filters' });
+    expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'x', max_num_results: 51 }), 400, 'invalid_request', { param: 'max_num_results' });
+  });
+
+  it('pages store lists by id as the SDK does, newest first', async () => {
+    const other = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
+    const own = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: other.key, maxRetries: 0 });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await own.vectorStores.create({ name: `s${i}`, embedding_model: 'voyage-3-lite' } as OpenAI.VectorStoreCreateParams)).id);
+    const seen: string[] = [];
+    for await (const store of own.vectorStores.list({ limit: 2 })) seen.push(store.id);
+    expect(seen).toEqual([...ids].reverse());
+    const page = (await get('/v1/vector_stores?limit=1000&order=asc', {}, other.key)).body;
+    expect(page).toMatchObject({ object: 'list', has_more: false, first_id: ids[0], last_id: ids[4] });
+  });
+});
+
+async function createStore(body: Record<string, unknown>, headers: Record<string, string> = {}) {
+  const { status, body: store } = await post('/v1/vector_stores', { embedding_model: 'text-embedding-3-small', ...body }, headers);
+  expect(status, JSON.stringify(store)).toBe(200);
+  return store as { id: string; [key: string]: unknown };
+}
+
+async function attachAndWait(storeId: string, name: string, content: string | Buffer, headers: Record<string, string> = {}) {
+  const fileId = await upload(name, content);
+  const attached = await post(`/v1/vector_stores/${storeId}/files`, { file_id: fileId }, headers);
+  expect(attached.status, JSON.stringify(attached.body)).toBe(200);
+  return storeFile(storeId, fileId, headers);
+}
+
+describe('create validation', () => {
+  const cases: [string, Record<string, unknown>, string, string][] = [
+    ['empty name', { name: '' }, 'invalid_name', 'name'],
+    ['a name over 256 bytes', { name: 'é'.repeat(129) }, 'name_too_long', 'name'],
+    ['no embedding model', { embedding_model: undefined }, 'missing_embedding_model', 'embedding_model'],
+    ['an unknown embedding model', { embedding_model: 'text-embedding-9' }, 'invalid_embedding_model', 'embedding_model'],
+    ['dimensions on a model that cannot shorten', { embedding_model: 'text-embedding-ada-002', dimensions: 512 }, 'invalid_dimensions', 'dimensions'],
+    ['dimensions above the model', { dimensions: 4096 }, 'invalid_dimensions', 'dimensions'],
+    ['zero dimensions', { dimensions: 0 }, 'invalid_dimensions', 'dimensions'],
+    ['an unknown encryption', { encryption: 'rot13' }, 'invalid_encryption', 'encryption'],
+    ['an unknown sealing', { encryption: 'managed', vector_sealing: 'partial' }, 'invalid_vector_sealing', 'vector_sealing'],
+    ['sealing without encryption', { vector_sealing: 'full' }, 'invalid_vector_sealing', 'vector_sealing'],
+    ['an unknown index', { vector_index: 'lsh' }, 'invalid_vector_index', 'vector_index'],
+    ['ivf on a plaintext store', { vector_index: 'ivf' }, 'ivf_requires_encryption', 'vector_index'],
+    ['ivf on a store whose vectors are not sealed', { encryption: 'managed', vector_sealing: 'source', vector_index: 'ivf' }, 'ivf_requires_encryption', 'vector_index'],
+    ['byok without a key', { encryption: 'byok' }, 'byok_key_required', 'key'],
+    ['byok with a short passphrase', { encryption: 'byok', key: { type: 'passphrase', passphrase: 'short pass' } }, 'byok_passphrase_too_short', 'key.passphrase'],
+    ['byok with an external key service', { encryption: 'byok', key: { type: 'aws_kms', passphrase: 'arn:aws:kms:eu-west-1:1:key/x' } }, 'byok_kms_unavailable', 'key.type'],
+    ['byok with no passphrase', { encryption: 'byok', key: { type: 'passphrase' } }, 'missing_passphrase', 'key.passphrase'],
+    ['a key on a managed store', { encryption: 'managed', key: { type: 'passphrase', passphrase: 'long enough passphrase' } }, 'not_a_byok_store', 'key'],
+    ['metadata that is not an object', { metadata: 'x' }, 'invalid_metadata', 'metadata'],
+    ['too many metadata keys', { metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) }, 'metadata_too_many_keys', 'metadata'],
+    ['an unknown file id', { file_ids: ['file_nope'] }, 'file_not_found', 'file_id'],
+  ];
+  it.each(cases)('refuses %s with its code, writing nothing', async (_label, patch, code, param) => {
+    const before = await storeCount();
+    const res = await post('/v1/vector_stores', { name: 'x', embedding_model: 'text-embedding-3-small', ...patch });
+    expectError(res, code === 'file_not_found' ? 404 : 400, code, { param });
+    if (code !== 'file_not_found') expect(await storeCount()).toBe(before);
+  });
+
+  it('answers an unknown field plainly', async () => {
+    expectError(await post('/v1/vector_stores', { name: 'x', embedding_model: 'text-embedding-3-small', colour: 'blue' }), 400, 'invalid_request', { param: 'colour' });
+  });
+
+  it('shortens dimensions where the model allows it and defaults sealing to full on an encrypted store', async () => {
+    const shortened = await createStore({ dimensions: 256 });
+    expect(shortened.dimensions).toBe(256);
+    const managed = await createStore({ encryption: 'managed' });
+    expect(managed).toMatchObject({ encryption: 'managed', vector_sealing: 'full', vector_index: 'auto' });
+  });
+});
+
+async function storeCount(): Promise<number> {
+  const { rows } = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM vector_stores WHERE developer_id = $1`, [developer.accountId]);
+  return rows[0].n;
+}
+
+describe('ingest states', () => {
+  it('fails an unsupported or corrupt file with a last_error naming why, never a 5xx', async () => {
+    const store = await createStore({ name: 'Mixed' });
+    const exe = await attachAndWait(store.id, 'tool.exe', Buffer.from([0x4d, 0x5a, 0x90, 0x00]));
+    expect(exe).toMatchObject({ status: 'failed', last_error: { code: 'unsupported_file' } });
+    const pdf = await attachAndWait(store.id, 'broken.pdf', '%PDF-1.4 this is not really a pdf');
+    expect(pdf).toMatchObject({ status: 'failed', last_error: { code: 'invalid_file' } });
+    const events = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.file.failed' AND data->>'vector_store_id' = $1`, [store.id]);
+    expect(events.rows[0].n).toBe(2);
+  });
+
+  it('retries only failed or cancelled files and cancels only unfinished ones', async () => {
+    const store = await createStore({ name: 'Transitions' });
+    const done = await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
+    expectError(await post(`/v1/vector_stores/${store.id}/files/${done.id}/retry`, {}), 409, 'file_not_retryable');
+    expectError(await post(`/v1/vector_stores/${store.id}/files/${done.id}/cancel`, {}), 409, 'file_not_cancellable');
+
+    const failed = await attachAndWait(store.id, 'tool.exe', 'MZ');
+    const retried = await post(`/v1/vector_stores/${store.id}/files/${failed.id}/retry`, {});
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ status: 'in_progress', ingest_status: 'pending', last_error: null });
+    expect(await storeFile(store.id, failed.id)).toMatchObject({ status: 'failed', last_error: { code: 'unsupported_file' } });
+
+    expectError(await post(`/v1/vector_stores/${store.id}/files/file_missing/cancel`, {}), 404, 'vector_store_file_not_found');
+    expectError(await post(`/v1/vector_stores/${store.id}/files`, { file_id: 'file_missing' }), 404, 'file_not_found', { param: 'file_id' });
+  });
+
+  it('returns the parsed text chunk by chunk, and detaching removes the chunks', async () => {
+    const store = await createStore({ name: 'Content' });
+    const file = await attachAndWait(store.id, 'passwords.md', DOCUMENTS['passwords.md']);
+    const content = await get(`/v1/vector_stores/${store.id}/files/${file.id}/content`);
+    expect(content.body.object).toBe('vector_store.file_content.page');
+    expect(content.body.data.map((part: { text: string }) => part.text).join(' ')).toContain('Reset password');
+    expect((await del(`/v1/vector_stores/${store.id}/files/${file.id}`)).body).toEqual({ id: file.id, object: 'vector_store.file.deleted', deleted: true });
+    const { rows } = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM vector_store_chunks WHERE vector_store_id = $1`, [store.id]);
+    expect(rows[0].n).toBe(0);
+    expectError(await get(`/v1/vector_stores/${store.id}/files/${file.id}`), 404, 'vector_store_file_not_found');
+  });
+
+  it('bills the embeddings to the developer, or to the customer Svc-Customer names', async () => {
+    const before = await walletBalanceMicros(gateway.platform, developer.accountId);
+    const store = await createStore({ name: 'Billing' });
+    await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
+    expect(await walletBalanceMicros(gateway.platform, developer.accountId)).toBeLessThan(before);
+
+    const customer = (await post('/v1/customers', { external_id: 'vs-payer' })).body;
+    expect((await post('/v1/customers/ext:vs-payer/wallet/topup', { amount_usd: 5 })).status).toBe(200);
+    const file = await attachAndWait(store.id, 'passwords.md', DOCUMENTS['passwords.md'], { 'Svc-Customer': 'vs-payer' });
+    const usage = await pollUntil(
+      async () => (await gateway.platform.db.query(`SELECT customer_id FROM usage_records WHERE idempotency_key LIKE $1`, [`vs:${store.id}:%:${file.id}:%`])).rows,
+      (rows) => rows.length > 0,
+      { context: () => 'usage of the customer-billed ingest' },
+    );
+    expect(usage.map((row) => row.customer_id)).toEqual(usage.map(() => customer.id));
+    const wallet = (await get('/v1/customers/ext:vs-payer/wallet')).body;
+    expect(wallet.balance_usd).toBeLessThan(5);
+  });
+});
+
+describe('file batches', () => {
+  it('attaches several files, with counts that add up, and lists them', async () => {
+    const store = await createStore({ name: 'Batch' });
+    const ids = [await upload('a.txt', DOCUMENTS['billing.txt']), await upload('b.md', DOCUMENTS['passwords.md']), await upload('c.exe', 'MZ')];
+    const batch = await client.vectorStores.fileBatches.createAndPoll(store.id, { file_ids: ids }, { pollIntervalMs: 50 });
+    expect(batch).toMatchObject({ object: 'vector_store.files_batch', status: 'completed', file_counts: { completed: 2, failed: 1, in_progress: 0, cancelled: 0, total: 3 } });
+    const files = [];
+    for await (const file of client.vectorStores.fileBatches.listFiles(batch.id, { vector_store_id: store.id })) files.push(file.id);
+    expect(files.sort()).toEqual([...ids].sort());
+  });
+
+  it('refuses an empty batch, more than 500 files and unknown batches', async () => {
+    const store = await createStore({ name: 'Batch limits' });
+    expectError(await post(`/v1/vector_stores/${store.id}/file_batches`, { file_ids: [] }), 400, 'invalid_file_ids', { param: 'file_ids' });
+    expectError(await post(`/v1/vector_stores/${store.id}/file_batches`, { file_ids: 'file_x' }), 400, 'invalid_file_ids', { param: 'file_ids' });
+    expectError(await post(`/v1/vector_stores/${store.id}/file_batches`, { file_ids: Array.from({ length: 501 }, (_, i) => `file_${i}`) }), 400, 'too_many_files', { param: 'file_ids' });
+    expectError(await get(`/v1/vector_stores/${store.id}/file_batches/vsfb_nope`), 404, 'file_batch_not_found');
+  });
+});
+
+describe('encryption', () => {
+  const passphrase = 'correct horse battery staple';
+
+  it('keeps a byok store unreadable without its passphrase, in the API and in the database', async () => {
+    const store = await createStore({ name: 'Secret', encryption: 'byok', key: { type: 'passphrase', passphrase } });
+    expect(store).toMatchObject({ encryption: 'byok', vector_sealing: 'full', unlocked_until: null });
+    const fileId = await upload('incident.txt', DOCUMENTS['incident.txt']);
+    expectError(await post(`/v1/vector_stores/${store.id}/files`, { file_id: fileId }), 409, 'vector_store_locked');
+    expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'payment worker' }), 409, 'vector_store_locked');
+
+    expectError(await post(`/v1/vector_stores/${store.id}/unlock`, {}), 400, 'missing_passphrase');
+    expectError(await post(`/v1/vector_stores/${store.id}/unlock`, { passphrase: 'wrong passphrase entirely' }), 400, 'invalid_passphrase');
+    const lease = await post(`/v1/vector_stores/${store.id}/unlock`, { passphrase, ttl_seconds: 120 });
+    expect(lease.body).toMatchObject({ object: 'vector_store.lease', vector_store_id: store.id });
+
+    await attachAndWait(store.id, 'incident.txt', DOCUMENTS['incident.txt']);
+    await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
+    const found = await post(`/v1/vector_stores/${store.id}/search`, { query: 'ERR-4412-XQ payment worker crash' });
+    expect(found.body.data[0].filename).toBe('incident.txt');
+    expect(found.body.data[0].content[0].text).toContain('ERR-4412-XQ');
+
+    // The rows hold no plaintext: no text, no readable vector, and no word of the file in any column.
+    const { rows } = await gateway.platform.db.query(`SELECT * FROM ${partitionOf(store.id)}`);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(row.text).toBeNull();
+      expect(row.embedding).toBeNull();
+      expect(Buffer.from(JSON.stringify(row)).includes('4412')).toBe(false);
+      expect(Buffer.from(row.text_sealed).includes('payment')).toBe(false);
+    }
+
+    await del(`/v1/vector_stores/${store.id}/unlock`);
+    expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'payment' }), 409, 'vector_store_locked');
+    // The passphrase per request works without a lease; a wrong one is refused.
+    const perRequest = await post(`/v1/vector_stores/${store.id}/search`, { query: 'refunds annual plans' }, { 'Svc-Vector-Store-Key': passphrase });
+    expect(perRequest.body.data[0].filename).toBe('billing.txt');
+    expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'x' }, { 'Svc-Vector-Store-Key': 'not the passphrase' }), 400, 'invalid_passphrase');
+    const plain = await createStore({ name: 'plain' });
+    expectError(await post(`/v1/vector_stores/${plain.id}/unlock`, { passphrase }), 400, 'not_a_byok_store');
+  });
+
+  it('searches a managed store with sealed vectors exactly, and one with sealed text through its blind index', async () => {
+    for (const sealing of ['full', 'source']) {
+      const store = await createStore({ name: `Managed ${sealing}`, encryption: 'managed', vector_sealing: sealing });
+      for (const [name, content] of Object.entries(DOCUMENTS)) await attachAndWait(store.id, name, content);
+      const semantic = await post(`/v1/vector_stores/${store.id}/search`, { query: 'how do I reset my password' });
+      expect(semantic.body.data[0].filename, sealing).toBe('passwords.md');
+      const exact = await post(`/v1/vector_stores/${store.id}/search`, { query: 'ERR-4412-XQ' });
+      expect(exact.body.data[0].filename, sealing).toBe('incident.txt');
+      const { rows } = await gateway.platform.db.query(`SELECT text, embedding IS NULL AS sealed_vector FROM ${partitionOf(store.id)} LIMIT 1`);
+      expect(rows[0]).toEqual({ text: null, sealed_vector: sealing === 'full' });
+    }
+  });
+});
+
+describe('lifecycle and tenancy', () => {
+  it('deletes a store: writes are refused while it goes, and its content is removed by a workflow', async () => {
+    const store = await createStore({ name: 'Doomed' });
+    const file = await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
+    const deleted = await del(`/v1/vector_stores/${store.id}`);
+    expect(deleted.body).toEqual({ id: store.id, object: 'vector_store.deleted', deleted: true });
+    expectError(await post(`/v1/vector_stores/${store.id}/files`, { file_id: file.id }), 409, 'vector_store_unavailable');
+    expectError(await post(`/v1/vector_stores/${store.id}`, { name: 'renamed' }), 409, 'vector_store_unavailable');
+    expectError(await del(`/v1/vector_stores/${store.id}`), 409, 'vector_store_unavailable');
+    const gone = await pollUntil(() => get(`/v1/vector_stores/${store.id}`), (res) => res.body.status === 'deleted', { context: () => 'store deletion' });
+    expect(gone.body.file_counts.total).toBe(0);
+    const partition = await gateway.platform.db.query(`SELECT to_regclass($1) AS table`, [partitionOf(store.id)]);
+    expect(partition.rows[0].table).toBeNull();
+    const listed = (await get('/v1/vector_stores?limit=200')).body.data.map((s: { id: string }) => s.id);
+    expect(listed).not.toContain(store.id);
+  });
+
+  it("answers another developer's store ids with 404", async () => {
+    const store = await createStore({ name: 'Mine' });
+    const other = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    expectError(await get(`/v1/vector_stores/${store.id}`, {}, other.key), 404, 'vector_store_not_found');
+    expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'x' }, {}, other.key), 404, 'vector_store_not_found');
+    expectError(await del(`/v1/vector_stores/${store.id}`, other.key), 404, 'vector_store_not_found');
+    expectError(await get(`/v1/vector_stores/${store.id}/files`, {}, other.key), 404, 'vector_store_not_found');
+  });
+
+  it('updates name, metadata and expiry as OpenAI does', async () => {
+    const store = await createStore({ name: 'Before' });
+    const updated = await client.vectorStores.update(store.id, { name: 'After', metadata: { tier: 'gold' }, expires_after: { anchor: 'last_active_at', days: 7 } });
+    expect(updated).toMatchObject({ name: 'After', metadata: { tier: 'gold' }, expires_after: { anchor: 'last_active_at', days: 7 } });
+    expect(updated.expires_at).toBeGreaterThan(Date.now() / 1000 + 6 * 86_400);
+    expectError(await post(`/v1/vector_stores/${store.id}`, { name: 'x'.repeat(257) }), 400, 'name_too_long', { param: 'name' });
+  });
+});
