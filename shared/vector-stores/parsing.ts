@@ -75,9 +75,9 @@ function extensionOf(filename: string): SupportedExtension {
   if (extension === '') {
     throw new FileParseError('unsupported_file', `Files without an extension cannot be searched; supported: ${SUPPORTED_LIST}.`);
   }
-  // The extension is the caller's own file name; cap it so a long one cannot flood the message.
-  const shown = extension.length > 16 ? `${extension.slice(0, 16)}…` : extension;
-  throw new FileParseError('unsupported_file', `Files of type .${shown} cannot be searched; supported: ${SUPPORTED_LIST}.`);
+  // The extension comes from the caller's file name: named only when short and plain.
+  const type = /^[a-z0-9]{1,16}$/.test(extension) ? `Files of type .${extension}` : 'Files of this type';
+  throw new FileParseError('unsupported_file', `${type} cannot be searched; supported: ${SUPPORTED_LIST}.`);
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
