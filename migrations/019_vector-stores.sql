@@ -102,6 +102,8 @@ CREATE TABLE vector_store_migrations (
   id                   text PRIMARY KEY CHECK (id LIKE 'vsmig\_%'),
   vector_store_id      text NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
   developer_id         uuid NOT NULL REFERENCES accounts (id),
+  payer_account_id     uuid NOT NULL REFERENCES accounts (id),
+  customer_id          text,
   from_model           text NOT NULL,
   from_dimensions      integer NOT NULL,
   to_model             text NOT NULL,

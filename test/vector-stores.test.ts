@@ -367,3 +367,57 @@ describe('lifecycle and tenancy', () => {
     expectError(await post(`/v1/vector_stores/${store.id}`, { name: 'x'.repeat(257) }), 400, 'name_too_long', { param: 'name' });
   });
 });
+
+describe('migrate', () => {
+  it('re-embeds blue-green with a new model, keeps searching through the flip, and reports progress', async () => {
+    const store = await createStore({ name: 'Migrating' });
+    for (const [name, content] of Object.entries(DOCUMENTS)) await attachAndWait(store.id, name, content);
+    const started = await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'voyage-3-lite' });
+    expect(started.status, JSON.stringify(started.body)).toBe(200);
+    expect(started.body).toMatchObject({ object: 'vector_store.migration', status: 'in_progress', from: { embedding_model: 'text-embedding-3-small', dimensions: 1536 }, to: { embedding_model: 'voyage-3-lite', dimensions: 512 } });
+    expect(started.body.id).toMatch(/^vsmig_/);
+    // Searches keep answering from the old space until the flip.
+    expect((await post(`/v1/vector_stores/${store.id}/search`, { query: 'reset my password' })).body.data[0].filename).toBe('passwords.md');
+
+    const done = await pollUntil(() => get(`/v1/vector_stores/${store.id}/migrations/${started.body.id}`), (res) => res.body.status !== 'in_progress', { context: () => 'migration' });
+    expect(done.body).toMatchObject({ status: 'completed', last_error: null });
+    expect(done.body.chunks_done).toBe(done.body.chunks_total);
+    expect(done.body.chunks_total).toBeGreaterThanOrEqual(4);
+    const after = (await get(`/v1/vector_stores/${store.id}`)).body;
+    expect(after).toMatchObject({ embedding_model: 'voyage-3-lite', dimensions: 512 });
+    expect((await post(`/v1/vector_stores/${store.id}/search`, { query: 'when will I get my refund' })).body.data[0].filename).toBe('billing.txt');
+    const spaces = await gateway.platform.db.query(`SELECT DISTINCT space, vector_dims(embedding) AS dims FROM ${partitionOf(store.id)}`);
+    expect(spaces.rows).toEqual([{ space: 2, dims: 512 }]);
+    const events = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.migration.completed' AND data->>'migration_id' = $1`, [started.body.id]);
+    expect(events.rows[0].n).toBe(1);
+    // Files attached after the flip are embedded with the new model.
+    await attachAndWait(store.id, 'late.txt', 'A late note about parking permits for the Rotterdam warehouse.');
+    expect((await post(`/v1/vector_stores/${store.id}/search`, { query: 'parking permits' })).body.data[0].filename).toBe('late.txt');
+  });
+
+  it('leaves the old space serving when the new model fails', async () => {
+    const store = await createStore({ name: 'Failing migration' });
+    await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
+    await emulated.fault({ provider: 'mistral', fault: { kind: 'status', status: 400 }, times: 1_000 });
+    try {
+      const started = await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'mistral-embed' });
+      const failed = await pollUntil(() => get(`/v1/vector_stores/${store.id}/migrations/${started.body.id}`), (res) => res.body.status !== 'in_progress', { context: () => 'migration' });
+      expect(failed.body.status).toBe('failed');
+      expect(failed.body.last_error).toBeTruthy();
+    } finally {
+      await emulated.clearFaults();
+    }
+    expect((await get(`/v1/vector_stores/${store.id}`)).body).toMatchObject({ embedding_model: 'text-embedding-3-small', dimensions: 1536 });
+    expect((await post(`/v1/vector_stores/${store.id}/search`, { query: 'refunds' })).body.data[0].filename).toBe('billing.txt');
+    const spaces = await gateway.platform.db.query(`SELECT DISTINCT space FROM ${partitionOf(store.id)}`);
+    expect(spaces.rows).toEqual([{ space: 1 }]);
+  });
+
+  it('refuses a bad model, a second migration at once, and unknown migration ids', async () => {
+    const store = await createStore({ name: 'Migrate errors' });
+    expectError(await post(`/v1/vector_stores/${store.id}/migrate`, {}), 400, 'missing_embedding_model');
+    expectError(await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'gpt-4o' }), 400, 'invalid_embedding_model');
+    expectError(await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'voyage-3-lite', dimensions: 256 }), 400, 'invalid_dimensions');
+    expectError(await get(`/v1/vector_stores/${store.id}/migrations/vsmig_nope`), 404, 'migration_not_found');
+  });
+});

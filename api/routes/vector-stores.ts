@@ -8,12 +8,14 @@ import {
   createVectorStoreBody,
   fileBatchBody,
   fileListQuery,
+  migrateBody,
   searchBody,
   unlockBody,
   updateFileBody,
   updateVectorStoreBody,
   vectorStoreListQuery,
 } from '../../shared/vector-stores/schemas.js';
+import { getMigration, startMigration } from '../../shared/vector-stores/migrations.js';
 import { searchVectorStore } from '../../shared/vector-stores/search.js';
 import {
   attachFile,
@@ -160,6 +162,15 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
       method: 'get', path: '/v1/vector_stores/:id/file_batches/:batchId/files', surface, summary: "List a file batch's files", access: read,
       input: { query: fileListQuery },
       handle: async (req, res, { query }) => res.json(await listFileBatchFiles(platform, developer(req), store(req), batch(req), query)),
+    }),
+    route({
+      method: 'post', path: '/v1/vector_stores/:id/migrate', surface, summary: 'Re-embed the store with another model, blue-green (a Temporal workflow)', access: write,
+      input: { body: migrateBody },
+      handle: async (req, res, { body }) => res.json(await startMigration(platform, await caller(req), store(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/vector_stores/:id/migrations/:migrationId', surface, summary: 'Retrieve a migration and its progress', access: read,
+      handle: async (req, res) => res.json(await getMigration(platform, developer(req), store(req), String(req.params.migrationId))),
     }),
   ];
 }

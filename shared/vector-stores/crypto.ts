@@ -61,7 +61,9 @@ export function storeKeys(dataKey: Buffer): StoreKeys {
   return { text: subkey('chunk text'), vectors: subkey('chunk vectors'), terms: subkey('blind terms') };
 }
 
-export const chunkAad = (storeId: string, space: number, fileId: string, chunkIndex: number) => `${storeId}/${space}/${fileId}/${chunkIndex}`;
+/** A chunk's text is the same in every embedding space (a migration copies it); its vector belongs to one space. */
+export const textAad = (storeId: string, fileId: string, chunkIndex: number) => `text ${storeId}/${fileId}/${chunkIndex}`;
+export const vectorAad = (storeId: string, space: number, fileId: string, chunkIndex: number) => `vector ${storeId}/${space}/${fileId}/${chunkIndex}`;
 
 export function sealText(keys: StoreKeys, text: string, aad: string): Buffer {
   return seal(keys.text, Buffer.from(text, 'utf8'), aad);

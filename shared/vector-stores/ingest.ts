@@ -8,7 +8,7 @@ import { recordEvent } from '../events/outbox.js';
 import * as filesRepo from '../files/repository.js';
 import { fileStorageFor } from '../files/storage.js';
 import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
-import { blindTerms, chunkAad, open, seal, sealText, sealVector, storeKeys, type StoreKeys } from './crypto.js';
+import { blindTerms, open, textAad, vectorAad, seal, sealText, sealVector, storeKeys, type StoreKeys } from './crypto.js';
 import { chunkText } from './chunking.js';
 import { extractText, FileParseError } from './parsing.js';
 import * as repo from './repository.js';
@@ -33,6 +33,8 @@ export interface IngestJob {
   attempt: number;
   /** byok stores only: the data key, wrapped by the master key (the stages outlive the request's lease). */
   wrappedKey?: string;
+  /** The embedding space the chunk stage wrote into (a migration may flip the store's space meanwhile). */
+  space?: number;
 }
 
 const JOB_OPTIONS = {
@@ -53,7 +55,7 @@ export async function enqueueIngest(platform: Pick<VectorStoreServices, 'queues'
 }
 
 /** One job per stage, file and attempt: queuing a stage twice (a retried stage, a recovery sweep) runs it once. */
-const jobIdOf = (stage: IngestStage, job: IngestJob) => `${stage}-${job.storeId}-${job.fileId}-${job.attempt}`;
+const jobIdOf = (stage: IngestStage, job: IngestJob) => `${stage}-${job.storeId}-${job.fileId}-${job.attempt}${job.space ? `-s${job.space}` : ''}`;
 
 async function enqueueNext(platform: GatewayServices, stage: IngestStage, job: IngestJob): Promise<void> {
   await platform.queues.queue<IngestJob>(ingestQueue(stage)).add(stage, job, { ...JOB_OPTIONS, jobId: jobIdOf(stage, job) });
@@ -141,7 +143,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       chunkIndex: chunk.index,
       tokens: chunk.tokens,
       text: keys ? null : chunk.text,
-      textSealed: keys ? sealText(keys, chunk.text, chunkAad(store.id, space, job.fileId, chunk.index)) : null,
+      textSealed: keys ? sealText(keys, chunk.text, textAad(store.id, job.fileId, chunk.index)) : null,
       terms: keys ? blindTerms(keys, chunk.text) : null,
     }));
     const current = await withTransaction(platform.db, async (client) => {
@@ -152,7 +154,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       return true;
     });
     if (!current) return { stale: true };
-    await enqueueNext(platform, 'embed', job);
+    await enqueueNext(platform, 'embed', { ...job, space });
     await storage.delete(extractedKey(job));
     return { chunks: chunks.length };
   },
@@ -161,13 +163,14 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
   async embed(platform, job) {
     const context = await contextOf(platform, job, false);
     if (!context) return { stale: true };
-    const { store, file, keys, space } = context;
+    const { store, file, keys } = context;
+    const space = job.space ?? context.space;
     const call = await meteredCallOf(platform, file);
     let embedded = 0;
     for (;;) {
       const pending = await repo.unembeddedChunks(platform.db, store.id, space, job.fileId, platform.config.VECTOR_STORE_EMBED_BATCH);
       if (pending.length === 0) break;
-      const texts = pending.map((chunk) => chunk.text ?? open(keys!.text, chunk.text_sealed!, chunkAad(store.id, space, job.fileId, chunk.chunk_index)).toString('utf8'));
+      const texts = pending.map((chunk) => chunk.text ?? open(keys!.text, chunk.text_sealed!, textAad(store.id, job.fileId, chunk.chunk_index)).toString('utf8'));
       const vectors = await embedTexts(platform, call, store, texts, `vs:${store.id}:${space}:${job.fileId}:${job.attempt}:${pending[0]!.chunk_index}`);
       await repo.writeEmbeddings(
         platform.db,
@@ -179,7 +182,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
           return {
             chunkIndex: chunk.chunk_index,
             embedding: sealed ? null : vectors[i]!,
-            sealed: sealed ? sealVector(keys!, vectors[i]!, chunkAad(store.id, space, job.fileId, chunk.chunk_index)) : null,
+            sealed: sealed ? sealVector(keys!, vectors[i]!, vectorAad(store.id, space, job.fileId, chunk.chunk_index)) : null,
           };
         }),
       );
@@ -193,7 +196,13 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
   async store(platform, job) {
     const context = await contextOf(platform, job, false);
     if (!context) return { stale: true };
-    const { store, space } = context;
+    const { store } = context;
+    const space = job.space ?? context.space;
+    if (space !== store.active_space) {
+      // A migration flipped the store to a new space while this file was ingesting: ingest it again there.
+      await enqueueNext(platform, 'parse', { ...job, space: store.active_space });
+      return { rechunked: store.active_space };
+    }
     const totals = await repo.chunkTotals(platform.db, store.id, space, job.fileId);
     if (totals.embedded < totals.chunks) {
       // A chunk lost its vector to a concurrent re-chunk: embed again.

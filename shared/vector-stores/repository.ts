@@ -462,3 +462,121 @@ export async function insertFacts(q: Queryable, storeId: string, fileId: string,
     [storeId, fileId, JSON.stringify(facts.map((f) => ({ chunk_index: f.chunkIndex, subject: f.subject, predicate: f.predicate, object: f.object })))],
   );
 }
+
+// ---- migrations -------------------------------------------------------------------------------
+
+export interface MigrationRow {
+  id: string;
+  vector_store_id: string;
+  developer_id: string;
+  payer_account_id: string;
+  customer_id: string | null;
+  from_model: string;
+  from_dimensions: number;
+  to_model: string;
+  to_dimensions: number;
+  from_space: number;
+  to_space: number;
+  status: 'in_progress' | 'completed' | 'failed';
+  chunks_total: number;
+  chunks_done: number;
+  last_error: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+export async function insertMigration(q: Queryable, row: Omit<MigrationRow, 'status' | 'chunks_total' | 'chunks_done' | 'last_error' | 'created_at' | 'completed_at'>): Promise<MigrationRow> {
+  const { rows } = await q.query<MigrationRow>(
+    `INSERT INTO vector_store_migrations (id, vector_store_id, developer_id, payer_account_id, customer_id, from_model, from_dimensions, to_model, to_dimensions, from_space, to_space)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+    [row.id, row.vector_store_id, row.developer_id, row.payer_account_id, row.customer_id, row.from_model, row.from_dimensions, row.to_model, row.to_dimensions, row.from_space, row.to_space],
+  );
+  return rows[0]!;
+}
+
+export async function findMigration(q: Queryable, storeId: string, id: string): Promise<MigrationRow | undefined> {
+  const { rows } = await q.query<MigrationRow>(`SELECT * FROM vector_store_migrations WHERE vector_store_id = $1 AND id = $2`, [storeId, id]);
+  return rows[0];
+}
+
+export async function findMigrationById(q: Queryable, id: string): Promise<MigrationRow | undefined> {
+  const { rows } = await q.query<MigrationRow>(`SELECT * FROM vector_store_migrations WHERE id = $1`, [id]);
+  return rows[0];
+}
+
+/**
+ * Copies into the new space every chunk of the old one it lacks (text, words, no vector yet):
+ * at the start, and again before the flip for files ingested meanwhile. Returns the new space's
+ * chunk count.
+ */
+export async function copyMissingChunks(q: Queryable, migration: MigrationRow): Promise<number> {
+  const partition = partitionOf(migration.vector_store_id);
+  await q.query(
+    `INSERT INTO ${partition} (vector_store_id, space, file_id, chunk_index, tokens, text, text_sealed, terms)
+     SELECT o.vector_store_id, $2, o.file_id, o.chunk_index, o.tokens, o.text, o.text_sealed, o.terms
+     FROM ${partition} o WHERE o.space = $1
+     ON CONFLICT DO NOTHING`,
+    [migration.from_space, migration.to_space],
+  );
+  const { rows } = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${partition} WHERE space = $1`, [migration.to_space]);
+  await q.query(`UPDATE vector_store_migrations SET chunks_total = $2 WHERE id = $1`, [migration.id, rows[0]!.n]);
+  return rows[0]!.n;
+}
+
+export interface SpaceChunk {
+  file_id: string;
+  chunk_index: number;
+  text: string | null;
+  text_sealed: Buffer | null;
+}
+
+export async function unembeddedInSpace(q: Queryable, storeId: string, space: number, limit: number): Promise<SpaceChunk[]> {
+  const { rows } = await q.query<SpaceChunk>(
+    `SELECT file_id, chunk_index, text, text_sealed FROM ${partitionOf(storeId)}
+     WHERE space = $1 AND embedding IS NULL AND embedding_sealed IS NULL ORDER BY file_id, chunk_index LIMIT $2`,
+    [space, limit],
+  );
+  return rows;
+}
+
+export async function writeSpaceEmbeddings(q: Queryable, storeId: string, space: number, vectors: { fileId: string; chunkIndex: number; embedding: number[] | null; sealed: Buffer | null }[]): Promise<void> {
+  await q.query(
+    `UPDATE ${partitionOf(storeId)} c SET embedding = v.embedding::vector, embedding_sealed = decode(v.sealed, 'base64')
+     FROM jsonb_to_recordset($2::jsonb) AS v(file_id text, chunk_index int, embedding text, sealed text)
+     WHERE c.space = $1 AND c.file_id = v.file_id AND c.chunk_index = v.chunk_index`,
+    [space, JSON.stringify(vectors.map((v) => ({ file_id: v.fileId, chunk_index: v.chunkIndex, embedding: v.embedding && toSql(v.embedding), sealed: v.sealed?.toString('base64') ?? null })))],
+  );
+}
+
+export async function countEmbedded(q: Queryable, migration: MigrationRow): Promise<{ done: number; total: number }> {
+  const { rows } = await q.query<{ done: number; total: number }>(
+    `SELECT count(*) FILTER (WHERE embedding IS NOT NULL OR embedding_sealed IS NOT NULL)::int AS done, count(*)::int AS total
+     FROM ${partitionOf(migration.vector_store_id)} WHERE space = $1`,
+    [migration.to_space],
+  );
+  await q.query(`UPDATE vector_store_migrations SET chunks_done = $2, chunks_total = $3 WHERE id = $1`, [migration.id, rows[0]!.done, rows[0]!.total]);
+  return rows[0]!;
+}
+
+/** The flip: searches read the new space from this commit on. */
+export async function flipSpace(q: Queryable, migration: MigrationRow): Promise<void> {
+  await q.query(
+    `UPDATE vector_stores SET active_space = $2, embedding_model = $3, dimensions = $4, updated_at = now() WHERE id = $1`,
+    [migration.vector_store_id, migration.to_space, migration.to_model, migration.to_dimensions],
+  );
+  await q.query(`UPDATE vector_store_migrations SET status = 'completed', completed_at = now() WHERE id = $1`, [migration.id]);
+}
+
+export async function failMigration(q: Queryable, migration: MigrationRow, error: string): Promise<boolean> {
+  const { rowCount } = await q.query(
+    `UPDATE vector_store_migrations SET status = 'failed', last_error = $2, completed_at = now() WHERE id = $1 AND status = 'in_progress'`,
+    [migration.id, error.slice(0, 1_000)],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
+export async function deleteSpace(q: Queryable, storeId: string, space: number): Promise<void> {
+  const partition = await q.query<{ table: string | null }>(`SELECT to_regclass($1) AS table`, [partitionOf(storeId)]);
+  if (!partition.rows[0]?.table) return;
+  await q.query(`DELETE FROM ${partitionOf(storeId)} WHERE space = $1`, [space]);
+}

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { pageQuery } from '../pagination.js';
 import { withErrorCode } from '../validation.js';
+import { chunkingStrategyParam } from './chunking.js';
 
 /**
  * Request shapes of /v1/vector_stores, as OpenAI's vector-store API has them (its published
@@ -23,20 +24,7 @@ export const fileAttributes = z
   .refine((attributes) => Object.keys(attributes).length <= 16, 'at most 16 attributes')
   .nullable();
 
-const staticChunking = z.strictObject({
-  max_chunk_size_tokens: z.number().int().min(100).max(4096),
-  chunk_overlap_tokens: z.number().int().min(0),
-});
-export const chunkingStrategy = z
-  .discriminatedUnion('type', [
-    z.strictObject({ type: z.literal('auto') }),
-    z.strictObject({ type: z.literal('static'), static: staticChunking }),
-  ])
-  .refine((strategy) => strategy.type !== 'static' || strategy.static.chunk_overlap_tokens <= strategy.static.max_chunk_size_tokens / 2, {
-    message: 'chunk_overlap_tokens must not exceed half of max_chunk_size_tokens',
-    path: ['static', 'chunk_overlap_tokens'],
-  })
-  .describe('auto (800 tokens, 400 overlap) or static with max_chunk_size_tokens 100-4096 and chunk_overlap_tokens up to half of it.');
+export const chunkingStrategy = chunkingStrategyParam.describe('auto (800 tokens, 400 overlap) or static with max_chunk_size_tokens 100-4096 and chunk_overlap_tokens up to half of it.');
 
 const passphrase = z.string().describe('At least 12 characters. Never stored or logged.');
 

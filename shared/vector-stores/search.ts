@@ -3,7 +3,7 @@ import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
-import { blindTerms, chunkAad, openText, openVectorInto, type StoreKeys } from './crypto.js';
+import { blindTerms, openText, textAad, vectorAad, openVectorInto, type StoreKeys } from './crypto.js';
 import { filterSql } from './filters.js';
 import { embedTexts } from './ingest.js';
 import * as repo from './repository.js';
@@ -92,7 +92,7 @@ async function nearestByVector(platform: GatewayServices, store: repo.VectorStor
   if (rows.length === 0) return [];
   const dims = store.dimensions;
   const candidates = new Float32Array(rows.length * dims);
-  rows.forEach((row, i) => openVectorInto(keys!, row.embedding_sealed, chunkAad(store.id, space, row.file_id, row.chunk_index), candidates, i * dims));
+  rows.forEach((row, i) => openVectorInto(keys!, row.embedding_sealed, vectorAad(store.id, space, row.file_id, row.chunk_index), candidates, i * dims));
   const { indices } = await platform.cpu.cosineTopK({ query: Float32Array.from(vector), candidates, dims, k: limit });
   return [...indices].map((i) => ({ file_id: rows[i]!.file_id, chunk_index: rows[i]!.chunk_index }));
 }
@@ -147,7 +147,7 @@ async function resultsOf(db: Queryable, store: repo.VectorStoreRow, keys: StoreK
   return ranked.flatMap(({ candidate, score }) => {
     const row = byId.get(`${candidate.file_id}\u0000${candidate.chunk_index}`);
     if (!row) return [];
-    const text = row.text ?? openText(keys!, row.text_sealed!, chunkAad(store.id, space, row.file_id, row.chunk_index));
+    const text = row.text ?? openText(keys!, row.text_sealed!, textAad(store.id, row.file_id, row.chunk_index));
     return [
       {
         file_id: row.file_id,

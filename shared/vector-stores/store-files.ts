@@ -3,7 +3,8 @@ import { serviceError } from '../errors.js';
 import { acceptIdCursor } from '../files/files.js';
 import * as filesRepo from '../files/repository.js';
 import { pageRequest, toPage } from '../pagination.js';
-import { openText, chunkAad } from './crypto.js';
+import { AUTO_CHUNKING } from './chunking.js';
+import { openText, textAad } from './crypto.js';
 import { enqueueIngest } from './ingest.js';
 import * as repo from './repository.js';
 import { activeStore, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
@@ -20,10 +21,8 @@ export interface FileToAttach {
   chunking_strategy?: { type: 'auto' } | { type: 'static'; static: { max_chunk_size_tokens: number; chunk_overlap_tokens: number } } | undefined;
 }
 
-const AUTO_CHUNKING = { type: 'auto' as const, max_chunk_size_tokens: 800, chunk_overlap_tokens: 400 };
-
 function chunkingOf(strategy: FileToAttach['chunking_strategy']): repo.StoreFileRow['chunking'] {
-  return strategy?.type === 'static' ? { type: 'static', ...strategy.static } : AUTO_CHUNKING;
+  return strategy?.type === 'static' ? { type: 'static', ...strategy.static } : { type: 'auto', ...AUTO_CHUNKING };
 }
 
 /**
@@ -132,7 +131,7 @@ export async function storeFileContent(platform: VectorStoreServices, caller: Ve
   const chunks = await repo.fileChunks(platform.db, storeId, store.active_space, fileId);
   return {
     object: 'vector_store.file_content.page' as const,
-    data: chunks.map((chunk) => ({ type: 'text' as const, text: chunk.text ?? openText(keys!, chunk.text_sealed!, chunkAad(storeId, store.active_space, fileId, chunk.chunk_index)) })),
+    data: chunks.map((chunk) => ({ type: 'text' as const, text: chunk.text ?? openText(keys!, chunk.text_sealed!, textAad(storeId, fileId, chunk.chunk_index)) })),
     has_more: false,
     next_page: null,
   };
@@ -165,7 +164,7 @@ export function formatStoreFile(file: repo.StoreFileRow) {
     chunking_strategy:
       file.chunking.type === 'static'
         ? { type: 'static' as const, static: { max_chunk_size_tokens: file.chunking.max_chunk_size_tokens, chunk_overlap_tokens: file.chunking.chunk_overlap_tokens } }
-        : { type: 'static' as const, static: { max_chunk_size_tokens: 800, chunk_overlap_tokens: 400 } },
+        : { type: 'static' as const, static: { ...AUTO_CHUNKING } },
     ...(file.batch_id && { batch_id: file.batch_id }),
   };
 }
