@@ -81,9 +81,24 @@ CREATE TABLE vector_store_chunks (
   terms            text[],
   embedding        vector,
   embedding_sealed bytea,
+  -- The IVF list of a sealed vector (vector_index ivf); null until the store's lists are next built.
+  ivf_list         integer,
   CHECK ((text IS NULL) <> (text_sealed IS NULL)),
   PRIMARY KEY (vector_store_id, space, file_id, chunk_index)
 ) PARTITION BY LIST (vector_store_id);
+
+-- The IVF lists of a sealed store's space: k-means centroids (sealed like its vectors), built in
+-- the CPU pool at ingest and built again as the store grows.
+CREATE TABLE vector_store_ivf (
+  vector_store_id  text NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
+  space            integer NOT NULL,
+  lists            integer NOT NULL,
+  dimensions       integer NOT NULL,
+  centroids_sealed bytea NOT NULL,
+  chunks           integer NOT NULL,
+  built_at         timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (vector_store_id, space)
+);
 
 -- Subject-predicate-object facts extracted from chunks of graphrag stores.
 CREATE TABLE vector_store_facts (
@@ -123,6 +138,7 @@ CREATE UNIQUE INDEX vector_store_migrations_running_idx ON vector_store_migratio
 -- Down Migration
 DROP TABLE vector_store_migrations;
 DROP TABLE vector_store_facts;
+DROP TABLE vector_store_ivf;
 DROP TABLE vector_store_chunks;
 DROP TABLE vector_store_file_batches;
 DROP TABLE vector_store_files;

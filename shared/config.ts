@@ -168,6 +168,8 @@ const configSchema = z.object({
     .optional(),
   /** Files of vector stores whose ingest stages one worker process runs at once. */
   VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  /** Memory one process may hold opened sealed vectors in (the stores searched most recently stay). */
+  VECTOR_STORE_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks embedded in one upstream call during ingest and migration. */
   VECTOR_STORE_EMBED_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
 

@@ -2,8 +2,12 @@ import OpenAI, { toFile } from 'openai';
 import type { Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis } from '../shared/platform/redis.js';
-import { startConsumers, type ConsumerDefinition } from '../shared/platform/queues.js';
-import { partitionOf } from '../shared/vector-stores/repository.js';
+import { startConsumers } from '../shared/platform/queues.js';
+import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
+import { blindTerms, sealText, sealVector, textAad, vectorAad } from '../shared/vector-stores/crypto.js';
+import { rebuildIvf } from '../shared/vector-stores/ivf.js';
+import { findStoreById, partitionOf } from '../shared/vector-stores/repository.js';
+import { nearestByVector } from '../shared/vector-stores/search.js';
 import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumers.js';
 import { startInProcessWorker } from './support/batch-helpers.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
@@ -28,7 +32,7 @@ beforeAll(async () => {
   ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ VECTOR_STORE_EMBED_BATCH: '4' }, 100_000_000));
   const blocking = createRedis(gateway.config.REDIS_URL, 'blocking', gateway.platform.logger);
   closeBlocking = () => blocking.quit();
-  consumers = startConsumers(vectorStoreConsumerDefinitions(gateway.platform) as ConsumerDefinition[], blocking, gateway.platform.queues.prefix, gateway.platform.logger);
+  consumers = startConsumers(vectorStoreConsumerDefinitions(gateway.platform), blocking, gateway.platform.queues.prefix, gateway.platform.logger);
   stopTemporal = (await startInProcessWorker(gateway.platform)).stop;
   client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
 });
@@ -419,5 +423,64 @@ describe('migrate', () => {
     expectError(await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'gpt-4o' }), 400, 'invalid_embedding_model');
     expectError(await post(`/v1/vector_stores/${store.id}/migrate`, { embedding_model: 'voyage-3-lite', dimensions: 256 }), 400, 'invalid_dimensions');
     expectError(await get(`/v1/vector_stores/${store.id}/migrations/vsmig_nope`), 404, 'migration_not_found');
+  });
+});
+
+describe('sealed indexes', () => {
+  const TOPICS = ['invoice refund billing card payment', 'password reset login security account', 'parcel shipping delivery warehouse courier', 'server crash error incident outage', 'holiday leave vacation payroll employee'];
+  const textOf = (i: number) => `${TOPICS[i % TOPICS.length]} note ${i} ${TOPICS[(i * 7) % TOPICS.length]!.split(' ')[i % 5]} item${i % 97}`;
+
+  /** Writes `count` sealed chunks of one completed file straight into the store, as ingest would. */
+  async function loadSealedChunks(storeId: string, count: number) {
+    const fileId = await upload('bulk.txt', 'bulk');
+    const db = gateway.platform.db;
+    const store = (await findStoreById(db, storeId))!;
+    const keys = (await gateway.platform.vectorStoreKeys.keys(store))!;
+    await db.query(
+      `INSERT INTO vector_store_files (vector_store_id, file_id, developer_id, payer_account_id, status, chunking, chunk_count)
+       VALUES ($1, $2, $3, $3, 'completed', '{"type":"auto","max_chunk_size_tokens":800,"chunk_overlap_tokens":400}', $4)`,
+      [storeId, fileId, developer.accountId, count],
+    );
+    for (let from = 0; from < count; from += 500) {
+      const rows = Array.from({ length: Math.min(500, count - from) }, (_, j) => from + j);
+      await db.query(
+        `INSERT INTO ${partitionOf(storeId)} (vector_store_id, space, file_id, chunk_index, tokens, text_sealed, terms, embedding_sealed)
+         SELECT $1, 1, $2, r.i, 10, decode(r.t, 'base64'), r.terms, decode(r.v, 'base64') FROM jsonb_to_recordset($3::jsonb) AS r(i int, t text, terms text[], v text)`,
+        [storeId, fileId, JSON.stringify(rows.map((i) => ({
+          i,
+          t: sealText(keys, textOf(i), textAad(storeId, fileId, i)).toString('base64'),
+          terms: blindTerms(keys, textOf(i)),
+          v: sealVector(keys, deterministicEmbedding('text-embedding-3-small', textOf(i), 256), vectorAad(storeId, 1, fileId, i)).toString('base64'),
+        })))],
+      );
+    }
+    return { store, keys, fileId };
+  }
+
+  it('builds IVF lists in the CPU pool and finds what an exact scan finds', async () => {
+    const ivf = await createStore({ name: 'IVF', encryption: 'managed', vector_sealing: 'full', vector_index: 'ivf', dimensions: 256 });
+    const flat = await createStore({ name: 'Flat', encryption: 'managed', vector_sealing: 'full', vector_index: 'flat', dimensions: 256 });
+    const ivfLoaded = await loadSealedChunks(ivf.id, 2_000);
+    const flatLoaded = await loadSealedChunks(flat.id, 2_000);
+    expect(await rebuildIvf(gateway.platform, ivf.id)).toMatchObject({ rebuilt: true, chunks: 2_000, lists: 15 });
+    const unassigned = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM ${partitionOf(ivf.id)} WHERE ivf_list IS NULL`);
+    expect(unassigned.rows[0].n).toBe(0);
+
+    let overlap = 0;
+    const queries = 20;
+    for (let q = 0; q < queries; q++) {
+      const vector = deterministicEmbedding('text-embedding-3-small', `${TOPICS[q % 5]} question ${q}`, 256);
+      const fromIvf = await nearestByVector(gateway.platform, (await findStoreById(gateway.platform.db, ivf.id))!, ivfLoaded.keys, vector, 10);
+      const exact = await nearestByVector(gateway.platform, (await findStoreById(gateway.platform.db, flat.id))!, flatLoaded.keys, vector, 10);
+      const exactIndexes = new Set(exact.map((hit) => hit.chunk_index));
+      overlap += fromIvf.filter((hit) => exactIndexes.has(hit.chunk_index)).length;
+    }
+    // recall@10 of the probed lists against the exact scan of the same vectors
+    expect(overlap / (queries * 10)).toBeGreaterThanOrEqual(0.9);
+
+    // Through the API: the query is embedded, the lists probed, the text opened.
+    const found = await post(`/v1/vector_stores/${ivf.id}/search`, { query: 'server crash error incident outage', max_num_results: 3 });
+    expect(found.status).toBe(200);
+    expect(found.body.data[0].content[0].text).toContain('server crash');
   });
 });

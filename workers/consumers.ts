@@ -28,7 +28,7 @@ export function consumerDefinitions(platform: GatewayServices): ConsumerDefiniti
     },
     ...webhookConsumerDefinitions(platform),
     ...batchConsumerDefinitions(platform),
-    ...(vectorStoreConsumerDefinitions(platform) as ConsumerDefinition[]),
+    ...vectorStoreConsumerDefinitions(platform),
   ];
 }
 

@@ -9,6 +9,7 @@ import { MeteringTimings } from '../platform/metering-timings.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
+import { SealedSpaces } from '../vector-stores/sealed-spaces.js';
 
 /**
  * The gateway's composition root: the process's infrastructure plus the long-lived services of
@@ -29,6 +30,8 @@ export interface GatewayServices extends Infrastructure {
   clientTokenKeys: ClientTokenKeys;
   /** Data keys of encrypted vector stores: the master key, byok leases, per-request passphrases. */
   vectorStoreKeys: VectorStoreKeyring;
+  /** Sealed vector stores' opened vectors, scored in the CPU pool. */
+  sealedSpaces: SealedSpaces;
 }
 
 export function createGatewayServices(config: Config, processName: string, logger = createLogger(config, processName)): GatewayServices {
@@ -58,6 +61,7 @@ export function createGatewayServices(config: Config, processName: string, logge
     providers: new ProviderRegistry(config.providers),
     clientTokenKeys,
     vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
+    sealedSpaces: new SealedSpaces(db, infrastructure.cpu, config.VECTOR_STORE_CACHE_MB * 1024 * 1024),
     close,
   };
 }

@@ -1,5 +1,6 @@
 import { Piscina } from 'piscina';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
+import type { DotTopKInput, KMeansInput, KMeansResult, TopK } from '../scoring/vector-index.js';
 
 const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url).href;
 
@@ -20,6 +21,17 @@ export class CpuPool {
 
   cosineTopK(input: CosineTopKInput): Promise<CosineTopKResult> {
     return this.piscina.run(input, { name: 'cosineTopK', transferList: [input.query.buffer, input.candidates.buffer] as ArrayBuffer[] });
+  }
+
+  /** Scores unit vectors held on a SharedArrayBuffer in place; only the query, rows and mask move (transferred). */
+  dotTopK(input: DotTopKInput): Promise<TopK> {
+    const transfer = [input.query.buffer, input.rows?.buffer, input.allowed?.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
+    return this.piscina.run(input, { name: 'dotTopK', transferList: transfer });
+  }
+
+  kMeans(input: KMeansInput): Promise<KMeansResult> {
+    const transfer = [input.sampleRows.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
+    return this.piscina.run(input, { name: 'kMeans', transferList: transfer });
   }
 
   close(): Promise<void> {

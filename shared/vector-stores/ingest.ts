@@ -10,6 +10,7 @@ import { fileStorageFor } from '../files/storage.js';
 import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
 import { blindTerms, open, textAad, vectorAad, seal, sealText, sealVector, storeKeys, type StoreKeys } from './crypto.js';
 import { chunkText } from './chunking.js';
+import { queueIvfBuild } from './ivf.js';
 import { extractText, FileParseError } from './parsing.js';
 import * as repo from './repository.js';
 import type { VectorStoreServices } from './common.js';
@@ -216,6 +217,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       return moved;
     });
     if (completed) await repo.touchStore(platform.db, store.id);
+    if (completed && store.vector_index === 'ivf') await queueIvfBuild(platform, { storeId: store.id, ...(job.wrappedKey && { wrappedKey: job.wrappedKey }) });
     return { chunks: totals.chunks, completed: Boolean(completed) };
   },
 };

@@ -580,3 +580,74 @@ export async function deleteSpace(q: Queryable, storeId: string, space: number):
   if (!partition.rows[0]?.table) return;
   await q.query(`DELETE FROM ${partitionOf(storeId)} WHERE space = $1`, [space]);
 }
+
+// ---- sealed spaces and their IVF lists ----------------------------------------------------------
+
+export interface SealedVectorRow {
+  file_id: string;
+  chunk_index: number;
+  embedding_sealed: Buffer;
+  ivf_list: number | null;
+}
+
+/** What an opened sealed space depends on: its completed files, their chunks, and its lists. */
+export async function sealedSpaceFingerprint(q: Queryable, storeId: string, space: number): Promise<string> {
+  const { rows } = await q.query<{ fingerprint: string }>(
+    `SELECT concat_ws(':', $2::int, count(*), coalesce(sum(chunk_count), 0), max(updated_at),
+       (SELECT built_at FROM vector_store_ivf WHERE vector_store_id = $1 AND space = $2)) AS fingerprint
+     FROM vector_store_files WHERE vector_store_id = $1 AND status = 'completed'`,
+    [storeId, space],
+  );
+  return rows[0]!.fingerprint;
+}
+
+/** A space's sealed vectors, grouped by IVF list (unassigned last); of completed files only unless `allFiles`. */
+export async function sealedVectorsOf(q: Queryable, storeId: string, space: number, options: { allFiles?: boolean } = {}): Promise<SealedVectorRow[]> {
+  const completed = options.allFiles ? '' : `JOIN vector_store_files f ON f.vector_store_id = c.vector_store_id AND f.file_id = c.file_id AND f.status = 'completed'`;
+  const { rows } = await q.query<SealedVectorRow>(
+    `SELECT c.file_id, c.chunk_index, c.embedding_sealed, c.ivf_list FROM ${partitionOf(storeId)} c ${completed}
+     WHERE c.space = $1 AND c.embedding_sealed IS NOT NULL
+     ORDER BY c.ivf_list NULLS LAST, c.file_id, c.chunk_index`,
+    [space],
+  );
+  return rows;
+}
+
+export interface IvfRow {
+  lists: number;
+  dimensions: number;
+  centroids_sealed: Buffer;
+  chunks: number;
+  built_at: Date;
+}
+
+export async function findIvf(q: Queryable, storeId: string, space: number): Promise<IvfRow | undefined> {
+  const { rows } = await q.query<IvfRow>(`SELECT lists, dimensions, centroids_sealed, chunks, built_at FROM vector_store_ivf WHERE vector_store_id = $1 AND space = $2`, [storeId, space]);
+  return rows[0];
+}
+
+export async function writeIvf(
+  q: Queryable,
+  storeId: string,
+  space: number,
+  ivf: { lists: number; dims: number; centroidsSealed: Buffer; assignments: { fileId: string; chunkIndex: number; list: number }[] },
+): Promise<void> {
+  const partition = partitionOf(storeId);
+  const BATCH = 10_000;
+  for (let from = 0; from < ivf.assignments.length; from += BATCH) {
+    const part = ivf.assignments.slice(from, from + BATCH);
+    await q.query(
+      `UPDATE ${partition} c SET ivf_list = a.list
+       FROM unnest($2::text[], $3::int[], $4::int[]) AS a(file_id, chunk_index, list)
+       WHERE c.space = $1 AND c.file_id = a.file_id AND c.chunk_index = a.chunk_index`,
+      [space, part.map((a) => a.fileId), part.map((a) => a.chunkIndex), part.map((a) => a.list)],
+    );
+  }
+  await q.query(
+    `INSERT INTO vector_store_ivf (vector_store_id, space, lists, dimensions, centroids_sealed, chunks)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (vector_store_id, space) DO UPDATE SET lists = excluded.lists, dimensions = excluded.dimensions,
+       centroids_sealed = excluded.centroids_sealed, chunks = excluded.chunks, built_at = now()`,
+    [storeId, space, ivf.lists, ivf.dims, ivf.centroidsSealed, ivf.assignments.length],
+  );
+}

@@ -23,7 +23,7 @@ const RRF_K = 60;
 /** Candidates each method contributes per query. */
 const CANDIDATES = (k: number) => Math.max(40, k * 4);
 
-interface Candidate {
+export interface Candidate {
   file_id: string;
   chunk_index: number;
 }
@@ -65,7 +65,11 @@ export async function searchVectorStore(platform: GatewayServices, caller: Vecto
   return { object: 'vector_store.search_results.page' as const, search_query: queries, data, has_more: false, next_page: null };
 }
 
-async function nearestByVector(platform: GatewayServices, store: repo.VectorStoreRow, keys: StoreKeys | null, vector: number[], limit: number, filter: string, filterParams: unknown[]): Promise<Candidate[]> {
+/**
+ * The `limit` nearest chunks of completed files to `vector` in the store's active space, best
+ * first; `filter` is SQL over the file row `f` (from filterSql) with its parameters.
+ */
+export async function nearestByVector(platform: GatewayServices, store: repo.VectorStoreRow, keys: StoreKeys | null, vector: number[], limit: number, filter = 'true', filterParams: unknown[] = []): Promise<Candidate[]> {
   const index = searchIndexOf(store);
   const partition = repo.partitionOf(store.id);
   const space = Number(store.active_space);
@@ -82,19 +86,18 @@ async function nearestByVector(platform: GatewayServices, store: repo.VectorStor
       return (await client.query<Candidate>(sql, params)).rows;
     });
   }
-  // Sealed vectors: opened under the store's key and scored exactly on a CPU-pool thread.
-  const { rows } = await platform.db.query<Candidate & { embedding_sealed: Buffer }>(
-    `SELECT c.file_id, c.chunk_index, c.embedding_sealed FROM ${partition} c
-     JOIN vector_store_files f ON f.vector_store_id = '${store.id}' AND f.file_id = c.file_id AND f.status = 'completed'
-     WHERE c.space = ${space} AND c.embedding_sealed IS NOT NULL AND (${filter})`,
-    filterParams,
+  // Sealed vectors: opened under the store's key and scored in the CPU pool (exactly, or over the nearest IVF lists).
+  const allowed = filter === 'true' ? null : await filesAllowed(platform.db, store.id, filter, filterParams);
+  return platform.sealedSpaces.nearest(store, keys!, vector, limit, allowed);
+}
+
+async function filesAllowed(db: Queryable, storeId: string, filter: string, filterParams: unknown[]): Promise<Set<string>> {
+  const params = [...filterParams, storeId];
+  const { rows } = await db.query<{ file_id: string }>(
+    `SELECT f.file_id FROM vector_store_files f WHERE f.vector_store_id = $${params.length} AND f.status = 'completed' AND (${filter})`,
+    params,
   );
-  if (rows.length === 0) return [];
-  const dims = store.dimensions;
-  const candidates = new Float32Array(rows.length * dims);
-  rows.forEach((row, i) => openVectorInto(keys!, row.embedding_sealed, vectorAad(store.id, space, row.file_id, row.chunk_index), candidates, i * dims));
-  const { indices } = await platform.cpu.cosineTopK({ query: Float32Array.from(vector), candidates, dims, k: limit });
-  return [...indices].map((i) => ({ file_id: rows[i]!.file_id, chunk_index: rows[i]!.chunk_index }));
+  return new Set(rows.map((row) => row.file_id));
 }
 
 const WORD = /[\p{L}\p{N}]+/gu;

@@ -3,3 +3,4 @@
  * `piscina.run(input, { name })`; the work itself lives in shared/ and is tested there.
  */
 export { cosineTopK } from '../../shared/scoring/cosine.js';
+export { dotTopK, kMeans } from '../../shared/scoring/vector-index.js';
