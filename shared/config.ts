@@ -168,6 +168,10 @@ const configSchema = z.object({
     .optional(),
   /** Files of vector stores whose ingest stages one worker process runs at once. */
   VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  /** How long a worker holds an ingest stage before another worker may take it over (a worker that died). */
+  VECTOR_STORE_JOB_LOCK_SECONDS: z.coerce.number().int().min(1).default(30),
+  /** A migration's re-embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
+  VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** Memory one process may hold opened sealed vectors in (the stores searched most recently stay). */
   VECTOR_STORE_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks embedded in one upstream call during ingest and migration. */

@@ -390,7 +390,8 @@ describe('migrate', () => {
     const after = (await get(`/v1/vector_stores/${store.id}`)).body;
     expect(after).toMatchObject({ embedding_model: 'voyage-3-lite', dimensions: 512 });
     expect((await post(`/v1/vector_stores/${store.id}/search`, { query: 'when will I get my refund' })).body.data[0].filename).toBe('billing.txt');
-    const spaces = await gateway.platform.db.query(`SELECT DISTINCT space, vector_dims(embedding) AS dims FROM ${partitionOf(store.id)}`);
+    // After the flip, the workflow's last step retires the old space.
+    const spaces = await pollUntil(() => gateway.platform.db.query(`SELECT DISTINCT space, vector_dims(embedding) AS dims FROM ${partitionOf(store.id)}`), (result) => result.rows.length === 1);
     expect(spaces.rows).toEqual([{ space: 2, dims: 512 }]);
     const events = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.migration.completed' AND data->>'migration_id' = $1`, [started.body.id]);
     expect(events.rows[0].n).toBe(1);

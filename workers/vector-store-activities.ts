@@ -11,7 +11,16 @@ export function createVectorStoreActivities(platform: GatewayServices) {
       await removeStoreContent(platform.db, storeId);
     },
     prepareMigration: (migrationId: string) => prepareMigration(platform, migrationId),
-    reembedMigrationBatch: (migrationId: string, wrappedKey: string | undefined) => permanentAsNonRetryable(() => reembedBatch(platform, migrationId, wrappedKey, () => heartbeat())),
+    reembedMigrationBatch: (migrationId: string, wrappedKey: string | undefined) =>
+      permanentAsNonRetryable(async () => {
+        // Heartbeats flow while an embedding call waits on a slow upstream, so a live batch is never taken for dead.
+        const beating = setInterval(() => heartbeat(), 2_000);
+        try {
+          return await reembedBatch(platform, migrationId, wrappedKey, () => heartbeat());
+        } finally {
+          clearInterval(beating);
+        }
+      }),
     flipMigration: (migrationId: string) => flipMigration(platform, migrationId),
     retireOldSpace: (migrationId: string) => retireOldSpace(platform, migrationId),
     abandonMigration: (migrationId: string, reason: string) => abandonMigration(platform, migrationId, reason),

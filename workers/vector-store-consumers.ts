@@ -8,11 +8,13 @@ import { IVF_QUEUE, ivfProcessor } from '../shared/vector-stores/ivf.js';
  * thin adapter over shared/vector-stores.
  */
 export function vectorStoreConsumerDefinitions(platform: GatewayServices): ConsumerDefinition[] {
+  // A stage held by a worker that died is taken over once its lock lapses; it resumes idempotently.
+  const lockMs = platform.config.VECTOR_STORE_JOB_LOCK_SECONDS * 1_000;
   return [
     ...INGEST_STAGES.map((stage) => ({
       queue: ingestQueue(stage),
       process: ingestProcessor(platform, stage),
-      options: { concurrency: platform.config.VECTOR_STORE_INGEST_CONCURRENCY },
+      options: { concurrency: platform.config.VECTOR_STORE_INGEST_CONCURRENCY, lockDuration: lockMs, stalledInterval: lockMs },
     })),
     // Builds are CPU-heavy (k-means in the pool): one at a time per worker.
     { queue: IVF_QUEUE, process: ivfProcessor(platform), options: { concurrency: 1 } },

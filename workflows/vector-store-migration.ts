@@ -6,10 +6,10 @@ import { heartbeatingChunk, RESOURCE_STEP } from './activity-profiles.js';
 export interface MigrationWorkflowInput {
   migrationId: string;
   wrappedKey?: string;
+  heartbeatTimeoutSeconds: number;
 }
 
 const steps = proxyActivities<VectorStoreActivities>(RESOURCE_STEP);
-const { reembedMigrationBatch } = proxyActivities<VectorStoreActivities>({ ...heartbeatingChunk(60), retry: { ...heartbeatingChunk(60).retry, maximumAttempts: 10 } });
 
 /**
  * A store's blue-green re-embedding (workflow id = migration id). Its history reads:
@@ -20,6 +20,8 @@ const { reembedMigrationBatch } = proxyActivities<VectorStoreActivities>({ ...he
  */
 export async function vectorStoreMigrationWorkflow(input: MigrationWorkflowInput): Promise<string> {
   const { migrationId, wrappedKey } = input;
+  const chunk = heartbeatingChunk(input.heartbeatTimeoutSeconds);
+  const { reembedMigrationBatch } = proxyActivities<VectorStoreActivities>({ ...chunk, retry: { ...chunk.retry, maximumAttempts: 10 } });
   try {
     const prepared = await steps.prepareMigration(migrationId);
     if (!prepared.running) return 'stopped';

@@ -27,6 +27,7 @@ export interface MigrationWorkflowInput {
   migrationId: string;
   /** byok stores only: the data key wrapped by the master key, since the workflow outlives the lease. */
   wrappedKey?: string;
+  heartbeatTimeoutSeconds: number;
 }
 
 export async function startMigration(platform: VectorStoreServices, caller: VectorStoreCaller, storeId: string, body: { embedding_model?: string; dimensions?: number }) {
@@ -59,7 +60,7 @@ export async function startMigration(platform: VectorStoreServices, caller: Vect
     if ((error as { code?: string }).code === UNIQUE_VIOLATION) throw serviceError('migration_in_progress');
     throw error;
   }
-  const input: MigrationWorkflowInput = { migrationId: migration.id, ...(dataKey && { wrappedKey: platform.vectorStoreKeys.wrapForJob(store.id, dataKey) }) };
+  const input: MigrationWorkflowInput = { migrationId: migration.id, heartbeatTimeoutSeconds: platform.config.VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS, ...(dataKey && { wrappedKey: platform.vectorStoreKeys.wrapForJob(store.id, dataKey) }) };
   try {
     await platform.temporal.client.workflow.start(MIGRATION_WORKFLOW, {
       taskQueue: platform.config.TEMPORAL_TASK_QUEUE,
