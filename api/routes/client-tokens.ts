@@ -25,8 +25,8 @@ export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] 
     route({
       method: 'get', path: '/v1/customers/:id/client_tokens', surface, summary: "List a customer's live client tokens",
       access: developerKey('api:read'), input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listClientTokens(db, developer(req), String(req.params.id), req.query));
+      handle: async (req, res, { query }) => {
+        res.json(await listClientTokens(db, developer(req), String(req.params.id), query));
       },
     }),
     route({

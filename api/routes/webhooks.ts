@@ -1,7 +1,5 @@
 import type { Request } from 'express';
-import { z } from 'zod';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { pageQuery } from '../../shared/pagination.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -16,6 +14,7 @@ import {
   updateEndpoint,
   WEBHOOK_BODIES,
 } from '../../shared/webhooks/endpoints.js';
+import { deliveryListQuery, endpointListQuery } from '../../shared/webhooks/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { route, type RouteAccess, type RouteDefinition } from '../route-table.js';
 
@@ -35,9 +34,9 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/webhooks', surface, summary: 'List webhook endpoints', access,
-      input: { query: pageQuery.extend({ status: z.enum(['active', 'paused', 'disabled_after_failures']).optional() }) },
-      handler: async (req, res) => {
-        res.json(await listEndpoints(db, developer(req), req.query));
+      input: { query: endpointListQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listEndpoints(db, developer(req), query));
       },
     }),
     route({
@@ -72,9 +71,9 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
       },
     }),
     route({
-      method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listEndpointDeliveries(db, developer(req), id(req), req.query));
+      method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: deliveryListQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listEndpointDeliveries(db, developer(req), id(req), query));
       },
     }),
     route({
