@@ -17,9 +17,9 @@ export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] 
   return [
     route({
       method: 'post', path: '/v1/customers/:id/client_tokens', surface, summary: 'Mint a client token for a customer',
-      access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody },
-      handler: async (req, res) => {
-        res.json(await mintClientToken(platform, developer(req), String(req.params.id), req.body, callerIp(req)));
+      access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(await mintClientToken(platform, developer(req), String(req.params.id), body, callerIp(req)));
       },
     }),
     route({
