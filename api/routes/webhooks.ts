@@ -12,9 +12,8 @@ import {
   rotateEndpointSecret,
   sendTestEvent,
   updateEndpoint,
-  WEBHOOK_BODIES,
 } from '../../shared/webhooks/endpoints.js';
-import { deliveryListQuery, endpointListQuery } from '../../shared/webhooks/schemas.js';
+import { deliveryListQuery, endpointListQuery, WEBHOOK_BODIES } from '../../shared/webhooks/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { route, type RouteAccess, type RouteDefinition } from '../route-table.js';
 
@@ -28,8 +27,8 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/webhooks', surface, summary: 'Register a webhook endpoint (its signing secret is in this response only)', access, input: { body: WEBHOOK_BODIES.webhooks },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body), { withSecret: true }));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), body), { withSecret: true }));
       },
     }),
     route({
@@ -47,8 +46,8 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'patch', path: '/v1/webhooks/:id', surface, summary: 'Update, pause or re-enable a webhook endpoint', access, input: { body: WEBHOOK_BODIES.patch },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), req.body)));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), body)));
       },
     }),
     route({
@@ -59,9 +58,9 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
       },
     }),
     route({
-      method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), req.body), { withSecret: true }));
+      method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), body), { withSecret: true }));
       },
     }),
     route({
@@ -86,8 +85,8 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'post', path: '/v1/webhook_endpoints', surface, summary: 'Register a webhook endpoint (second reference form)',
       access: { ...access, keyErrorsAs: 'invalid_api_key' }, input: { body: WEBHOOK_BODIES.webhook_endpoints },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body, 'webhook_endpoints'), { withSecret: true }));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), body, 'webhook_endpoints'), { withSecret: true }));
       },
     }),
   ];
