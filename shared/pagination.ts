@@ -7,11 +7,17 @@ import { serviceError } from './errors.js';
  * A cursor names the last row's id, opaque to callers; the repository seeks past that row's
  * (created_at, id), so no timestamp ever round-trips through JavaScript's millisecond Dates.
  */
-/** The query every list takes (read by pageRequest); what the API documents. */
+/**
+ * The query every list takes (read by pageRequest); what the API documents. Neither is ever
+ * refused for its type: a parameter sent twice (an array) reads as absent, as pageRequest has
+ * always treated anything but one string; a bad cursor string is refused by pageRequest.
+ */
 export const pageQuery = z.object({
-  limit: z.string().optional().describe('Page size, 1 to 100 (default 20); out-of-range values are clamped.'),
-  after: z.string().optional().describe('The next_cursor of the previous page.'),
+  limit: z.string().optional().catch(undefined).describe('Page size, 1 to 100 (default 20); out-of-range values are clamped.'),
+  after: z.string().optional().catch(undefined).describe('The next_cursor of the previous page.'),
 });
+
+export type PageQuery = z.output<typeof pageQuery>;
 
 export interface PageRequest {
   limit: number;

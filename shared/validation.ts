@@ -5,7 +5,9 @@ import { serviceError, type ErrorCode, type ServiceError } from './errors.js';
  * The one translation of a zod failure into the spec's error. Schemas live beside their domain;
  * a field whose failure has a code of its own in spec 1 (invalid_rpm_limit, invalid_ttl...)
  * carries it on its schema (`withErrorCode`), found along the failing issue's path. Otherwise the
- * code is invalid_request with `param` the issue's path and a message naming the field.
+ * code is invalid_request with `param` the issue's path and a message naming the field. A field
+ * whose failures carry different codes (a webhook url: invalid_url, insecure_webhook_url or
+ * malformed_webhook_url) is read by a transform that `refuse`s with the code that applies.
  */
 const errorCodes = z.registry<{ errorCode: ErrorCode }>();
 
@@ -15,6 +17,21 @@ export function withErrorCode<T extends z.ZodType>(schema: T, errorCode: ErrorCo
   return schema;
 }
 
+/**
+ * Fails the value a transform or refinement reads with a spec code of its own, `param` the value's
+ * path; `message` says what exactly is wrong (the code's own message otherwise). Returns z.NEVER.
+ */
+export function refuse(ctx: z.RefinementCtx, errorCode: ErrorCode, message?: string): never {
+  const refusal: Refusal = { errorCode, message };
+  ctx.addIssue({ code: 'custom', message: message ?? errorCode, params: { refusal } });
+  return z.NEVER;
+}
+
+interface Refusal {
+  errorCode: ErrorCode;
+  message: string | undefined;
+}
+
 export function fromZodError(error: z.ZodError, schema?: z.ZodType): ServiceError {
   const issue = error.issues[0];
   if (!issue) return serviceError('invalid_request');
@@ -22,6 +39,8 @@ export function fromZodError(error: z.ZodError, schema?: z.ZodType): ServiceErro
   const path = unknownField ? [...issue.path, issue.keys[0]!] : issue.path;
   const param = path.map(String).join('.') || undefined;
   if (unknownField) return serviceError('invalid_request', { param, message: `Unrecognized request field: ${param}.` });
+  const refusal = issue.code === 'custom' ? (issue.params?.refusal as Refusal | undefined) : undefined;
+  if (refusal) return serviceError(refusal.errorCode, { ...(param && { param }), ...(refusal.message && { message: refusal.message }) });
   // A coded field answers for everything inside it: param names the field, not the array item.
   const coded = schema && codeAlong(schema, path);
   if (coded && coded.code !== 'invalid_request') {

@@ -160,6 +160,8 @@ describe('list', () => {
     expect(seen).toEqual(ids);
     expect((await get('/v1/customers?limit=500', lister.key)).body.data).toHaveLength(5);
     expect((await get('/v1/customers?limit=-3', lister.key)).body.data).toHaveLength(1);
+    // A limit sent twice is not one number: the default applies, as to any limit that is not one.
+    expect((await get('/v1/customers?limit=1&limit=2', lister.key)).body.data).toHaveLength(5);
     expect((await get('/v1/customers', lister.key)).body).toMatchObject({ object: 'list', has_more: false, next_cursor: null });
   });
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { ServiceError } from '../shared/errors.js';
-import { parseBody, parseWith, withErrorCode } from '../shared/validation.js';
+import { parseBody, parseWith, refuse, withErrorCode } from '../shared/validation.js';
 
 const body = z.strictObject({
   rpm_limit: withErrorCode(z.number().int().positive().nullable(), 'invalid_rpm_limit').optional(),
@@ -37,6 +37,19 @@ describe('validation', () => {
     expect(failure(() => parseWith(body, { nmae: 'x' }))).toMatchObject({ code: 'invalid_request', param: 'nmae', message: 'Unrecognized request field: nmae.' });
     expect(failure(() => parseBody(body, [1]))).toMatchObject({ code: 'invalid_request', message: 'The request body must be a JSON object.' });
     expect(failure(() => parseBody(body, undefined)).code).toBe('invalid_request');
+  });
+
+  it('gives a refusal its own code, message and param, before the code of the field it is in', () => {
+    const link = withErrorCode(
+      z.string().transform((value, ctx) => (value.startsWith('https:') ? value : value.includes(':') ? refuse(ctx, 'insecure_webhook_url') : refuse(ctx, 'malformed_webhook_url', 'not a URL'))),
+      'invalid_url',
+    );
+    const form = z.strictObject({ link, links: z.array(link).optional() });
+    expect(failure(() => parseWith(form, { link: 'http://x' }))).toMatchObject({ code: 'insecure_webhook_url', param: 'link', message: 'url must use https.' });
+    expect(failure(() => parseWith(form, { link: 'x' }))).toMatchObject({ code: 'malformed_webhook_url', param: 'link', message: 'not a URL' });
+    expect(failure(() => parseWith(form, { link: 42 }))).toMatchObject({ code: 'invalid_url', param: 'link' });
+    expect(failure(() => parseWith(form, { link: 'https:a', links: ['https:b', 'ftp:c'] }))).toMatchObject({ code: 'insecure_webhook_url', param: 'links.1' });
+    expect(parseWith(form, { link: 'https:a' })).toEqual({ link: 'https:a' });
   });
 
   it('returns the parsed value when it is valid', () => {

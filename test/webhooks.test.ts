@@ -367,6 +367,9 @@ describe('delivery', () => {
     const [dead] = await eventually(() => deliveriesOf(dev.key, endpoint.id), (list) => list[0]?.status === 'dead');
     expect(dead.attempt_count).toBe(4);
     expect(dead.last_error).toMatch(/disabled_after_failures/);
+    expect((await get(`/v1/webhooks/${endpoint.id}/deliveries?status=dead`, dev.key)).body.data.map((item: any) => item.id)).toEqual([dead.id]);
+    expect((await get(`/v1/webhooks/${endpoint.id}/deliveries?status=succeeded`, dev.key)).body.data).toEqual([]);
+    expectError(await get(`/v1/webhooks/${endpoint.id}/deliveries?status=lost`, dev.key), 400, 'invalid_request', { param: 'status' });
     expect((await get(`/v1/webhooks?status=disabled_after_failures`, dev.key)).body.data.map((item: any) => item.id)).toEqual([endpoint.id]);
 
     // Events of a disabled endpoint make no delivery.

@@ -24,8 +24,8 @@ export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'get', path: '/v1/batches', surface, summary: 'List batches',
       access: developerKey('api:read'), input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listBatches(platform.db, developer(req), req.query));
+      handle: async (req, res, { query }) => {
+        res.json(await listBatches(platform.db, developer(req), query));
       },
     }),
     route({

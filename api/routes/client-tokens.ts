@@ -17,16 +17,16 @@ export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] 
   return [
     route({
       method: 'post', path: '/v1/customers/:id/client_tokens', surface, summary: 'Mint a client token for a customer',
-      access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody },
-      handler: async (req, res) => {
-        res.json(await mintClientToken(platform, developer(req), String(req.params.id), req.body, callerIp(req)));
+      access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(await mintClientToken(platform, developer(req), String(req.params.id), body, callerIp(req)));
       },
     }),
     route({
       method: 'get', path: '/v1/customers/:id/client_tokens', surface, summary: "List a customer's live client tokens",
       access: developerKey('api:read'), input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listClientTokens(db, developer(req), String(req.params.id), req.query));
+      handle: async (req, res, { query }) => {
+        res.json(await listClientTokens(db, developer(req), String(req.params.id), query));
       },
     }),
     route({

@@ -1,8 +1,6 @@
-import { z } from 'zod';
 import { archiveCustomer, createCustomer, formatCustomer, getCustomer, listCustomers, updateCustomer } from '../../shared/customers/customers.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { pageQuery } from '../../shared/pagination.js';
-import { customerBody } from '../../shared/customers/schemas.js';
+import { customerBody, customerListQuery } from '../../shared/customers/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
 
@@ -21,9 +19,9 @@ export function customerRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/customers', surface, summary: 'List customers',
-      access: developerKey('api:read'), input: { query: pageQuery.extend({ status: z.enum(['active', 'archived']).optional() }) },
-      handler: async (req, res) => {
-        res.json(await listCustomers(db, developer(req), req.query));
+      access: developerKey('api:read'), input: { query: customerListQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listCustomers(db, developer(req), query));
       },
     }),
     route({

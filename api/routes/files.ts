@@ -15,6 +15,9 @@ const uploadFields = z.object({
   file: z.string().meta({ format: 'binary' }).describe('The file; a batch input is JSONL.'),
 });
 
+/** GET /v1/files: a page, optionally of one purpose (any string; one sent twice reads as absent, as it always has). */
+const listQuery = pageQuery.extend({ purpose: z.string().optional().catch(undefined) });
+
 /** Files: multipart uploads streamed to storage (developer keys only), listed, downloaded, deleted. */
 export function fileRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db, config } = platform;
@@ -44,9 +47,9 @@ export function fileRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/files', surface, summary: 'List files',
-      access: developerKey('api:read'), input: { query: pageQuery.extend({ purpose: z.string().optional() }) },
-      handler: async (req, res) => {
-        res.json(await listFiles(db, developer(req), req.query));
+      access: developerKey('api:read'), input: { query: listQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listFiles(db, developer(req), query));
       },
     }),
     route({

@@ -21,8 +21,8 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
   return [
     route({
       method: 'get', path: '/v1/model_slots', surface: slots, summary: 'List model slots', access: read, input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listSlots(db, developer(req), req.query));
+      handle: async (req, res, { query }) => {
+        res.json(await listSlots(db, developer(req), query));
       },
     }),
     route({
@@ -46,8 +46,8 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
     }),
     route({
       method: 'get', path: '/v1/dynamic_profiles', surface: profiles, summary: 'List dynamic profiles', access: read, input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listProfiles(db, developer(req), req.query));
+      handle: async (req, res, { query }) => {
+        res.json(await listProfiles(db, developer(req), query));
       },
     }),
     route({

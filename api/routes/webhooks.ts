@@ -1,7 +1,5 @@
 import type { Request } from 'express';
-import { z } from 'zod';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { pageQuery } from '../../shared/pagination.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -14,8 +12,8 @@ import {
   rotateEndpointSecret,
   sendTestEvent,
   updateEndpoint,
-  WEBHOOK_BODIES,
 } from '../../shared/webhooks/endpoints.js';
+import { deliveryListQuery, endpointListQuery, WEBHOOK_BODIES } from '../../shared/webhooks/schemas.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { route, type RouteAccess, type RouteDefinition } from '../route-table.js';
 
@@ -29,15 +27,15 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/webhooks', surface, summary: 'Register a webhook endpoint (its signing secret is in this response only)', access, input: { body: WEBHOOK_BODIES.webhooks },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body), { withSecret: true }));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), body), { withSecret: true }));
       },
     }),
     route({
       method: 'get', path: '/v1/webhooks', surface, summary: 'List webhook endpoints', access,
-      input: { query: pageQuery.extend({ status: z.enum(['active', 'paused', 'disabled_after_failures']).optional() }) },
-      handler: async (req, res) => {
-        res.json(await listEndpoints(db, developer(req), req.query));
+      input: { query: endpointListQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listEndpoints(db, developer(req), query));
       },
     }),
     route({
@@ -48,8 +46,8 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'patch', path: '/v1/webhooks/:id', surface, summary: 'Update, pause or re-enable a webhook endpoint', access, input: { body: WEBHOOK_BODIES.patch },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), req.body)));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), body)));
       },
     }),
     route({
@@ -60,9 +58,9 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
       },
     }),
     route({
-      method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), req.body), { withSecret: true }));
+      method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate, bodyOptional: true },
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), body), { withSecret: true }));
       },
     }),
     route({
@@ -72,9 +70,9 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
       },
     }),
     route({
-      method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: pageQuery },
-      handler: async (req, res) => {
-        res.json(await listEndpointDeliveries(db, developer(req), id(req), req.query));
+      method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: deliveryListQuery },
+      handle: async (req, res, { query }) => {
+        res.json(await listEndpointDeliveries(db, developer(req), id(req), query));
       },
     }),
     route({
@@ -87,8 +85,8 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'post', path: '/v1/webhook_endpoints', surface, summary: 'Register a webhook endpoint (second reference form)',
       access: { ...access, keyErrorsAs: 'invalid_api_key' }, input: { body: WEBHOOK_BODIES.webhook_endpoints },
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await createEndpoint(platform, developer(req), req.body, 'webhook_endpoints'), { withSecret: true }));
+      handle: async (req, res, { body }) => {
+        res.json(formatEndpoint(await createEndpoint(platform, developer(req), body, 'webhook_endpoints'), { withSecret: true }));
       },
     }),
   ];

@@ -9,8 +9,7 @@ import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { LimitLayer } from '../ratelimit/limiter.js';
-import { parseBody } from '../validation.js';
-import { clientTokenMintBody } from './schemas.js';
+import type { ClientTokenMintInput } from './schemas.js';
 import type { ClientTokenKeys } from './keys.js';
 import * as repo from './repository.js';
 
@@ -42,20 +41,20 @@ export interface MintedClientToken {
 }
 
 /**
- * Mints a token for one of the developer's customers. `callerIp` is the mint request's address,
- * which bind_ip pins the token to. Only valid requests count towards the 100 mints per minute.
+ * Mints a token for one of the developer's customers, from a body the route builder parsed with
+ * clientTokenMintBody. `callerIp` is the mint request's address, which bind_ip pins the token to.
+ * Only valid requests count towards the 100 mints per minute.
  */
 export async function mintClientToken(
   platform: Pick<GatewayServices, 'db' | 'limiter' | 'clientTokenKeys'>,
   developerId: string,
   customerReference: string,
-  body: unknown,
+  input: ClientTokenMintInput,
   callerIp: string | undefined,
 ): Promise<MintedClientToken> {
   const customer = await getCustomer(platform.db, developerId, customerReference);
   // An archived customer makes no calls, so a token for it could never be used.
   if (customer.status !== 'active') throw serviceError('customer_not_found', { message: 'That customer is archived; client tokens can only be minted for active customers.' });
-  const input = parseBody(clientTokenMintBody, body ?? {});
 
   const cap = customer.rpm_limit;
   if (input.rpm_limit !== undefined && cap !== null && input.rpm_limit > cap) {

@@ -10,3 +10,5 @@ export const clientTokenMintBody = z.strictObject({
   origin_allowlist: withErrorCode(z.array(z.string().min(1).max(512)), 'invalid_origin_allowlist').optional(),
   bind_ip: z.boolean().optional(),
 });
+
+export type ClientTokenMintInput = z.output<typeof clientTokenMintBody>;

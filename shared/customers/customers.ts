@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { withTransaction, type Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
@@ -7,7 +6,7 @@ import { parseMetadata } from '../metadata.js';
 import { microsToUsd, usdToMicros } from '../money.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
-import { EXTERNAL_ID, type CustomerInput } from './schemas.js';
+import { EXTERNAL_ID, type CustomerInput, type CustomerListQuery } from './schemas.js';
 import * as repo from './repository.js';
 
 export type { CustomerRow } from './repository.js';
@@ -80,11 +79,9 @@ export async function getCustomer(db: Db, developerId: string, reference: string
   return customer;
 }
 
-export async function listCustomers(db: Db, developerId: string, query: { limit?: unknown; after?: unknown; status?: unknown }): Promise<Page<ReturnType<typeof formatCustomer>>> {
-  const status = query.status === undefined ? undefined : z.enum(['active', 'archived']).safeParse(query.status);
-  if (status && !status.success) throw serviceError('invalid_request', { param: 'status', message: 'status must be active or archived.' });
+export async function listCustomers(db: Db, developerId: string, query: CustomerListQuery): Promise<Page<ReturnType<typeof formatCustomer>>> {
   const page = pageRequest(query);
-  return toPage(await repo.listCustomers(db, developerId, page, status?.data), page, formatCustomer);
+  return toPage(await repo.listCustomers(db, developerId, page, query.status), page, formatCustomer);
 }
 
 export interface Attribution {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pageQuery } from '../pagination.js';
 import { withErrorCode } from '../validation.js';
 
 /** Spec 1's customer fields, each with the code its validation failure carries; unknown fields are refused. */
@@ -18,3 +19,10 @@ export const customerBody = z.strictObject({
 });
 
 export type CustomerInput = z.output<typeof customerBody>;
+
+/** GET /v1/customers: a page, optionally of one status. */
+export const customerListQuery = pageQuery.extend({
+  status: z.enum(['active', 'archived'], { error: 'must be active or archived' }).optional(),
+});
+
+export type CustomerListQuery = z.output<typeof customerListQuery>;

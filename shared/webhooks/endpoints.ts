@@ -1,21 +1,18 @@
-import { z } from 'zod';
 import type { Config } from '../config.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
-import { isEventType } from '../events/types.js';
 import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import type { QueueRegistry } from '../platform/queues.js';
 import { enqueueDeliveries } from './delivery.js';
 import * as repo from './repository.js';
+import { URL_ERRORS, type DeliveryListQuery, type EndpointListQuery, type EndpointPatch, type EndpointRegistration, type RegistrationForm, type SecretRotation } from './schemas.js';
 import { newSigningSecret } from './signature.js';
-import { assertSafeDestination, parseWebhookUrl, WEBHOOK_URL_ERRORS, type WebhookUrlErrors } from './url-guard.js';
+import { assertSafeDestination, WEBHOOK_URL_ERRORS, type WebhookUrlErrors } from './url-guard.js';
 
-/** Endpoint management (spec 1, "Webhooks"): the rules behind /v1/webhooks and /v1/webhook_endpoints. */
+/** Endpoint management (spec 1, "Webhooks"): the rules behind /v1/webhooks and /v1/webhook_endpoints, on bodies parsed with schemas.ts. */
 export const DEFAULT_ROTATION_GRACE_MINUTES = 1_440;
-export const MAX_ROTATION_GRACE_MINUTES = 10_080;
-const MAX_DESCRIPTION_LENGTH = 512;
 const UNIQUE_VIOLATION = '23505';
 
 export interface WebhookDeps {
@@ -23,84 +20,25 @@ export interface WebhookDeps {
   config: Pick<Config, 'WEBHOOK_ALLOW_PRIVATE_HOSTS'>;
 }
 
-/**
- * The two registration forms. POST /v1/webhooks answers each URL problem with its own code;
- * POST /v1/webhook_endpoints documents a single invalid_url for all of them.
- */
-export type RegistrationForm = 'webhooks' | 'webhook_endpoints';
-const URL_ERRORS: Record<RegistrationForm, WebhookUrlErrors> = {
-  webhooks: WEBHOOK_URL_ERRORS,
-  webhook_endpoints: { missing: 'invalid_url', insecure: 'invalid_url', malformed: 'invalid_url' },
-};
-
-const url = z.string().describe('An https URL that accepts POST requests.');
-const events = z.array(z.string()).min(1).describe('Event types to deliver (see docs/webhooks.md).');
-const endpointDescription = z.string().max(MAX_DESCRIPTION_LENGTH).nullable();
-const rotationGrace = z.number().int().min(0).max(MAX_ROTATION_GRACE_MINUTES);
-
-/** The bodies each form accepts; their field names are what a request may send (semantic checks follow in code). */
-export const WEBHOOK_BODIES = {
-  webhooks: z.strictObject({ url, events, description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional() }),
-  webhook_endpoints: z.strictObject({ url, events, description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional() }),
-  patch: z.strictObject({ url: url.optional(), events: events.optional(), description: endpointDescription.optional(), rotation_grace_minutes: rotationGrace.optional(), status: z.enum(['active', 'paused']).optional() }),
-  rotate: z.strictObject({ rotation_grace_minutes: rotationGrace.optional() }),
-};
-
-const FIELDS = Object.fromEntries(Object.entries(WEBHOOK_BODIES).map(([form, schema]) => [form, Object.keys(schema.shape)])) as Record<keyof typeof WEBHOOK_BODIES, string[]>;
-
-function bodyObject(body: unknown, allowed: readonly string[], optional = false): Record<string, unknown> {
-  if ((body === undefined || body === null) && optional) return {};
-  if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw serviceError('invalid_request', { message: 'The request body must be a JSON object.' });
-  }
-  for (const field of Object.keys(body)) {
-    if (!allowed.includes(field)) throw serviceError('invalid_request', { message: `Unrecognized request field: ${field}.`, param: field });
-  }
-  return body as Record<string, unknown>;
-}
-
-async function parseUrl(deps: WebhookDeps, value: unknown, errors: WebhookUrlErrors): Promise<string> {
-  const url = parseWebhookUrl(value, errors);
-  await assertSafeDestination(url, deps.config.WEBHOOK_ALLOW_PRIVATE_HOSTS, errors);
-  return url.href;
-}
-
-/** A non-empty list of registered types (reserved ones included), duplicates dropped. */
-function parseEvents(value: unknown): string[] {
-  if (value === undefined || value === null || (Array.isArray(value) && value.length === 0)) throw serviceError('empty_events', { param: 'events' });
-  if (!Array.isArray(value) || value.some((type) => typeof type !== 'string')) {
-    throw serviceError('invalid_request', { param: 'events', message: 'events must be an array of event type names.' });
-  }
-  const unknown = (value as string[]).find((type) => !isEventType(type));
-  if (unknown !== undefined) throw serviceError('unknown_event_type', { param: 'events', message: `${JSON.stringify(unknown.slice(0, 100))} is not a registered event type.` });
-  return [...new Set(value as string[])];
-}
-
-const graceSchema = rotationGrace;
-function parseGrace(value: unknown): number {
-  const parsed = graceSchema.safeParse(value);
-  if (!parsed.success) throw serviceError('invalid_rotation_grace', { param: 'rotation_grace_minutes' });
-  return parsed.data;
-}
-
-function parseDescription(value: unknown): string | null {
-  if (value === null) return null;
-  if (typeof value !== 'string' || value.length > MAX_DESCRIPTION_LENGTH) {
-    throw serviceError('invalid_request', { param: 'description', message: `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters.` });
-  }
-  return value;
+/** The schema has checked the url's form; its host must also resolve only to safe addresses now (url-guard.ts). */
+async function assertSafeUrl(deps: WebhookDeps, url: string, errors: WebhookUrlErrors): Promise<void> {
+  await assertSafeDestination(new URL(url), deps.config.WEBHOOK_ALLOW_PRIVATE_HOSTS, errors);
 }
 
 const urlInUse = () => serviceError('webhook_url_in_use', { param: 'url' });
 const endpointNotFound = () => serviceError('not_found', { message: 'No such webhook endpoint.' });
 
-export async function createEndpoint(deps: WebhookDeps, developerId: string, body: unknown, form: RegistrationForm = 'webhooks'): Promise<repo.EndpointRow> {
-  const input = bodyObject(body, FIELDS[form]);
-  const url = await parseUrl(deps, input.url, URL_ERRORS[form]);
-  const events = parseEvents(input.events);
-  const rotationGraceMinutes = input.rotation_grace_minutes === undefined ? DEFAULT_ROTATION_GRACE_MINUTES : parseGrace(input.rotation_grace_minutes);
-  const description = input.description === undefined ? null : parseDescription(input.description);
-  const endpoint = await repo.insertEndpoint(deps.db, { id: newId('wh_'), developerId, url, description, events, secret: newSigningSecret(), rotationGraceMinutes });
+export async function createEndpoint(deps: WebhookDeps, developerId: string, input: EndpointRegistration, form: RegistrationForm = 'webhooks'): Promise<repo.EndpointRow> {
+  await assertSafeUrl(deps, input.url, URL_ERRORS[form]);
+  const endpoint = await repo.insertEndpoint(deps.db, {
+    id: newId('wh_'),
+    developerId,
+    url: input.url,
+    description: input.description ?? null,
+    events: input.events,
+    secret: newSigningSecret(),
+    rotationGraceMinutes: input.rotation_grace_minutes ?? DEFAULT_ROTATION_GRACE_MINUTES,
+  });
   if (!endpoint) throw urlInUse();
   return endpoint;
 }
@@ -111,13 +49,9 @@ export async function getEndpoint(db: Queryable, developerId: string, id: string
   return endpoint;
 }
 
-const ENDPOINT_STATUSES = ['active', 'paused', 'disabled_after_failures'] as const;
-
-export async function listEndpoints(db: Db, developerId: string, query: { limit?: unknown; after?: unknown; status?: unknown }): Promise<Page<ReturnType<typeof formatEndpoint>>> {
-  const status = query.status === undefined ? undefined : z.enum(ENDPOINT_STATUSES).safeParse(query.status);
-  if (status && !status.success) throw serviceError('invalid_request', { param: 'status', message: 'status must be active, paused or disabled_after_failures.' });
+export async function listEndpoints(db: Db, developerId: string, query: EndpointListQuery): Promise<Page<ReturnType<typeof formatEndpoint>>> {
   const page = pageRequest(query);
-  return toPage(await repo.listEndpoints(db, developerId, page, status?.data), page, (row) => formatEndpoint(row));
+  return toPage(await repo.listEndpoints(db, developerId, page, query.status), page, (row) => formatEndpoint(row));
 }
 
 /**
@@ -125,15 +59,17 @@ export async function listEndpoints(db: Db, developerId: string, query: { limit?
  * and paused, and from disabled_after_failures back to active (a manual re-enable, which clears
  * the failure streak); disabled_after_failures is the delivery worker's alone to set.
  */
-export async function updateEndpoint(deps: WebhookDeps, developerId: string, id: string, body: unknown): Promise<repo.EndpointRow> {
-  const input = bodyObject(body, FIELDS.patch);
+export async function updateEndpoint(deps: WebhookDeps, developerId: string, id: string, input: EndpointPatch): Promise<repo.EndpointRow> {
   if (Object.keys(input).length === 0) throw serviceError('empty_patch');
   const existing = await getEndpoint(deps.db, developerId, id);
   const changes: repo.EndpointChanges = {};
-  if (input.url !== undefined) changes.url = await parseUrl(deps, input.url, WEBHOOK_URL_ERRORS);
-  if (input.events !== undefined) changes.events = parseEvents(input.events);
-  if (input.description !== undefined) changes.description = parseDescription(input.description);
-  if (input.rotation_grace_minutes !== undefined) changes.rotation_grace_minutes = parseGrace(input.rotation_grace_minutes);
+  if (input.url !== undefined) {
+    await assertSafeUrl(deps, input.url, WEBHOOK_URL_ERRORS);
+    changes.url = input.url;
+  }
+  if (input.events !== undefined) changes.events = input.events;
+  if (input.description !== undefined) changes.description = input.description;
+  if (input.rotation_grace_minutes !== undefined) changes.rotation_grace_minutes = input.rotation_grace_minutes;
   if (input.status !== undefined) changes.status = statusTransition(existing.status, input.status);
   try {
     const updated = await repo.updateEndpoint(deps.db, developerId, id, changes);
@@ -145,12 +81,11 @@ export async function updateEndpoint(deps: WebhookDeps, developerId: string, id:
   }
 }
 
-function statusTransition(from: repo.EndpointStatus, to: unknown): 'active' | 'paused' {
-  const refuse = (message: string) => serviceError('invalid_status_transition', { param: 'status', message });
-  if (to !== 'active' && to !== 'paused') {
-    throw refuse(to === 'disabled_after_failures' ? 'Only the delivery worker disables an endpoint; set status to paused instead.' : 'status must be active or paused.');
+/** The schema allows only active and paused; a disabled endpoint can only be re-enabled. */
+function statusTransition(from: repo.EndpointStatus, to: 'active' | 'paused'): 'active' | 'paused' {
+  if (from === 'disabled_after_failures' && to === 'paused') {
+    throw serviceError('invalid_status_transition', { param: 'status', message: 'A disabled endpoint can only be re-enabled (status active).' });
   }
-  if (from === 'disabled_after_failures' && to === 'paused') throw refuse('A disabled endpoint can only be re-enabled (status active).');
   return to;
 }
 
@@ -159,10 +94,9 @@ export async function deleteEndpoint(db: Db, developerId: string, id: string): P
 }
 
 /** A new secret, returned once; the previous one keeps verifying for the grace window (default: the endpoint's). */
-export async function rotateEndpointSecret(db: Db, developerId: string, id: string, body: unknown): Promise<repo.EndpointRow> {
-  const input = bodyObject(body, FIELDS.rotate, true);
+export async function rotateEndpointSecret(db: Db, developerId: string, id: string, input: SecretRotation): Promise<repo.EndpointRow> {
   const existing = await getEndpoint(db, developerId, id);
-  const grace = input.rotation_grace_minutes === undefined ? existing.rotation_grace_minutes : parseGrace(input.rotation_grace_minutes);
+  const grace = input.rotation_grace_minutes ?? existing.rotation_grace_minutes;
   const rotated = await repo.rotateSecret(db, developerId, id, newSigningSecret(), grace);
   if (!rotated) throw endpointNotFound();
   return rotated;
@@ -188,19 +122,10 @@ export async function sendTestEvent(deps: { db: Db; queues: QueueRegistry }, dev
   return delivery;
 }
 
-const DELIVERY_STATUSES = ['pending', 'retrying', 'succeeded', 'dead', 'replayed'] as const;
-
-export async function listEndpointDeliveries(
-  db: Db,
-  developerId: string,
-  id: string,
-  query: { limit?: unknown; after?: unknown; status?: unknown },
-): Promise<Page<ReturnType<typeof formatDelivery>>> {
+export async function listEndpointDeliveries(db: Db, developerId: string, id: string, query: DeliveryListQuery): Promise<Page<ReturnType<typeof formatDelivery>>> {
   await getEndpoint(db, developerId, id);
-  const status = query.status === undefined ? undefined : z.enum(DELIVERY_STATUSES).safeParse(query.status);
-  if (status && !status.success) throw serviceError('invalid_request', { param: 'status', message: `status must be one of ${DELIVERY_STATUSES.join(', ')}.` });
   const page = pageRequest(query);
-  const rows = await repo.listDeliveries(db, developerId, id, page, status?.data);
+  const rows = await repo.listDeliveries(db, developerId, id, page, query.status);
   const attempts = await repo.attemptsOf(db, rows.map((row) => row.id));
   const byDelivery = new Map<string, repo.AttemptRow[]>();
   for (const attempt of attempts) byDelivery.set(attempt.delivery_id, [...(byDelivery.get(attempt.delivery_id) ?? []), attempt]);

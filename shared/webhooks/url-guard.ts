@@ -10,8 +10,9 @@ import { serviceError } from '../errors.js';
  * IPv6. It is checked at registration (DNS resolved then) and again at every connection on the
  * address actually dialled (`guardedLookup`), so a name that re-resolves to a private address
  * later (DNS rebinding) is refused too. `allowPrivate` is the tests' and local development's switch.
+ * (The checks that need no network, https and a well-formed URL, are the request schema's:
+ * shared/webhooks/schemas.ts.)
  */
-export const MAX_WEBHOOK_URL_LENGTH = 2_048;
 
 export interface WebhookUrlErrors {
   /** url missing, empty or not a string. */
@@ -24,23 +25,6 @@ export interface WebhookUrlErrors {
 
 /** The codes of spec 1's webhook error table; the second registration form folds them into invalid_url. */
 export const WEBHOOK_URL_ERRORS: WebhookUrlErrors = { missing: 'invalid_url', insecure: 'insecure_webhook_url', malformed: 'malformed_webhook_url' };
-
-/** Parses and normalizes (lower-case host, default port dropped) a webhook URL, without any network look-up. */
-export function parseWebhookUrl(value: unknown, errors: WebhookUrlErrors = WEBHOOK_URL_ERRORS): URL {
-  if (typeof value !== 'string' || value.trim() === '') throw serviceError(errors.missing, { param: 'url' });
-  if (value.length > MAX_WEBHOOK_URL_LENGTH) throw serviceError(errors.malformed, { param: 'url', message: `url is longer than ${MAX_WEBHOOK_URL_LENGTH} characters.` });
-  let url: URL;
-  try {
-    url = new URL(value.trim());
-  } catch {
-    throw serviceError(errors.malformed, { param: 'url', message: 'url is not a valid absolute URL.' });
-  }
-  if (url.protocol !== 'https:') throw serviceError(errors.insecure, { param: 'url' });
-  if (url.username || url.password) throw serviceError(errors.malformed, { param: 'url', message: 'url must not carry credentials.' });
-  if (!url.hostname) throw serviceError(errors.malformed, { param: 'url', message: 'url has no host.' });
-  url.hash = '';
-  return url;
-}
 
 /** Whether an address is anything but public unicast. */
 export function isUnsafeAddress(address: string): boolean {
