@@ -172,6 +172,8 @@ const configSchema = z.object({
   VECTOR_STORE_JOB_LOCK_SECONDS: z.coerce.number().int().min(1).default(30),
   /** A migration's re-embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
   VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
+  /** The chat model graphrag stores extract subject-predicate-object facts with (a typed reference). */
+  VECTOR_STORE_FACTS_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
   /** Memory one process may hold opened sealed vectors in (the stores searched most recently stay). */
   VECTOR_STORE_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks embedded in one upstream call during ingest and migration. */

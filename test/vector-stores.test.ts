@@ -337,6 +337,25 @@ describe('encryption', () => {
   });
 });
 
+describe('graphrag', () => {
+  it('extracts facts per chunk through the metered chat path and returns them with search results', async () => {
+    const store = await createStore({ name: 'Graph', graphrag_enabled: true });
+    expect(store.graphrag_enabled).toBe(true);
+    const file = await attachAndWait(store.id, 'incident.txt', DOCUMENTS['incident.txt']);
+    expect(file.status).toBe('completed');
+    const { rows } = await gateway.platform.db.query(`SELECT chunk_index, subject, predicate, object FROM vector_store_facts WHERE vector_store_id = $1`, [store.id]);
+    expect(rows.length).toBeGreaterThan(0);
+    const charges = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM usage_records WHERE idempotency_key LIKE $1`, [`vsfacts:${store.id}:%`]);
+    expect(charges.rows[0].n).toBe(1);
+    const found = (await post(`/v1/vector_stores/${store.id}/search`, { query: 'payment worker crashed' })).body.data[0];
+    expect(found.facts).toEqual(rows.filter((row) => row.chunk_index === 0).map(({ subject, predicate, object }) => ({ subject, predicate, object })));
+    // A store without graphrag returns no facts field.
+    const plain = await createStore({ name: 'No graph' });
+    await attachAndWait(plain.id, 'incident.txt', DOCUMENTS['incident.txt']);
+    expect((await post(`/v1/vector_stores/${plain.id}/search`, { query: 'payment worker crashed' })).body.data[0].facts).toBeUndefined();
+  });
+});
+
 describe('lifecycle and tenancy', () => {
   it('deletes a store: writes are refused while it goes, and its content is removed by a workflow', async () => {
     const store = await createStore({ name: 'Doomed' });

@@ -10,6 +10,7 @@ import { fileStorageFor } from '../files/storage.js';
 import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
 import { blindTerms, open, textAad, vectorAad, seal, sealText, sealVector, storeKeys, type StoreKeys } from './crypto.js';
 import { chunkText } from './chunking.js';
+import { extractFacts } from './facts.js';
 import { queueIvfBuild } from './ivf.js';
 import { extractText, FileParseError } from './parsing.js';
 import * as repo from './repository.js';
@@ -18,13 +19,14 @@ import type { VectorStoreServices } from './common.js';
 /**
  * File ingest as a pipeline of BullMQ stages: parse (extract the file's text) -> chunk (token
  * windows, sealed when the store is encrypted) -> embed (metered embedding calls, a batch of
- * chunks at a time) -> store (the file completes and becomes searchable). Each stage is a job
+ * chunks at a time) -> facts (graphrag stores only: triples through the chat path) -> store (the
+ * file completes and becomes searchable). Each stage is a job
  * with retries; each acts only for the attempt it was queued for and only while the file is
  * still pending or in progress, and each writes what it makes idempotently, so a worker killed
  * mid-stage loses nothing when the job runs again and doubles nothing (chunks are keyed by their
  * index; an embedding batch's charge is keyed by its first chunk).
  */
-export const INGEST_STAGES = ['parse', 'chunk', 'embed', 'store'] as const;
+export const INGEST_STAGES = ['parse', 'chunk', 'embed', 'facts', 'store'] as const;
 export type IngestStage = (typeof INGEST_STAGES)[number];
 export const ingestQueue = (stage: IngestStage) => `vector-store-${stage}`;
 
@@ -189,8 +191,27 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       );
       embedded += pending.length;
     }
-    await enqueueNext(platform, 'store', job);
+    await enqueueNext(platform, store.graphrag_enabled ? 'facts' : 'store', job);
     return { embedded };
+  },
+
+  /** facts (graphrag stores): subject-predicate-object triples of each chunk, through the chat path. */
+  async facts(platform, job) {
+    const context = await contextOf(platform, job, false);
+    if (!context) return { stale: true };
+    const { store, file, keys } = context;
+    const space = job.space ?? context.space;
+    const call = await meteredCallOf(platform, file);
+    const chunks = await repo.fileChunks(platform.db, store.id, space, job.fileId);
+    const facts: { chunkIndex: number; subject: string; predicate: string; object: string }[] = [];
+    for (const chunk of chunks) {
+      const text = chunk.text ?? open(keys!.text, chunk.text_sealed!, textAad(store.id, job.fileId, chunk.chunk_index)).toString('utf8');
+      const found = await extractFacts(platform, call, platform.config.VECTOR_STORE_FACTS_MODEL, text, `vsfacts:${store.id}:${job.fileId}:${job.attempt}:${chunk.chunk_index}`);
+      facts.push(...found.map((fact) => ({ chunkIndex: chunk.chunk_index, ...fact })));
+    }
+    await repo.insertFacts(platform.db, store.id, job.fileId, facts);
+    await enqueueNext(platform, 'store', job);
+    return { facts: facts.length };
   },
 
   /** store: every chunk has its vector; the file completes and its chunks become searchable. */
