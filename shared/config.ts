@@ -170,6 +170,8 @@ const configSchema = z.object({
   VECTOR_STORE_INGEST_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
   /** How long a worker holds an ingest stage before another worker may take it over (a worker that died). */
   VECTOR_STORE_JOB_LOCK_SECONDS: z.coerce.number().int().min(1).default(30),
+  /** An ingest with no progress this long is restarted by the recovery sweep (its queued job was lost). */
+  VECTOR_STORE_STALL_SECONDS: z.coerce.number().int().min(1).default(600),
   /** A migration's re-embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
   VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** The chat model graphrag stores extract subject-predicate-object facts with (a typed reference). */

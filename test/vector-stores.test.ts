@@ -8,6 +8,7 @@ import { blindTerms, sealText, sealVector, textAad, vectorAad } from '../shared/
 import { rebuildIvf } from '../shared/vector-stores/ivf.js';
 import { findStoreById, partitionOf } from '../shared/vector-stores/repository.js';
 import { nearestByVector } from '../shared/vector-stores/search.js';
+import { sweepVectorStores } from '../shared/vector-stores/sweep.js';
 import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumers.js';
 import { startInProcessWorker } from './support/batch-helpers.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
@@ -502,5 +503,35 @@ describe('sealed indexes', () => {
     const found = await post(`/v1/vector_stores/${ivf.id}/search`, { query: 'server crash error incident outage', max_num_results: 3 });
     expect(found.status).toBe(200);
     expect(found.body.data[0].content[0].text).toContain('server crash');
+  });
+});
+
+describe('recovery sweep', () => {
+  it('restarts an ingest whose job was lost, fails a locked byok one plainly, and finishes a stalled deletion', async () => {
+    const db = gateway.platform.db;
+    const store = await createStore({ name: 'Lost jobs' });
+    const fileId = await upload('billing.txt', DOCUMENTS['billing.txt']);
+    // An attach whose enqueue never happened: the row alone, with no progress for a while.
+    await db.query(
+      `INSERT INTO vector_store_files (vector_store_id, file_id, developer_id, payer_account_id, chunking, updated_at)
+       VALUES ($1, $2, $3, $3, '{"type":"auto","max_chunk_size_tokens":800,"chunk_overlap_tokens":400}', now() - interval '1 hour')`,
+      [store.id, fileId, developer.accountId],
+    );
+    const byok = await createStore({ name: 'Lost byok', encryption: 'byok', key: { type: 'passphrase', passphrase: 'a long enough passphrase' } });
+    await db.query(
+      `INSERT INTO vector_store_files (vector_store_id, file_id, developer_id, payer_account_id, chunking, updated_at)
+       VALUES ($1, $2, $3, $3, '{"type":"auto","max_chunk_size_tokens":800,"chunk_overlap_tokens":400}', now() - interval '1 hour')`,
+      [byok.id, fileId, developer.accountId],
+    );
+    const doomed = await createStore({ name: 'Lost deletion' });
+    await db.query(`UPDATE vector_stores SET state = 'deleting', updated_at = now() - interval '1 hour' WHERE id = $1`, [doomed.id]);
+
+    const swept = await sweepVectorStores(gateway.platform, 600);
+    expect(swept).toMatchObject({ restarted: 1, failed: 1, deletions: 1 });
+    expect(await storeFile(store.id, fileId)).toMatchObject({ status: 'completed' });
+    expect((await get(`/v1/vector_stores/${byok.id}/files/${fileId}`)).body).toMatchObject({ status: 'failed', last_error: { code: 'server_error' } });
+    await pollUntil(() => get(`/v1/vector_stores/${doomed.id}`), (res) => res.body.status === 'deleted', { context: () => 'stalled deletion' });
+    // Progressing work is left alone.
+    expect(await sweepVectorStores(gateway.platform, 600)).toMatchObject({ restarted: 0, failed: 0 });
   });
 });

@@ -5,6 +5,7 @@ import { createRedis } from '../shared/platform/redis.js';
 import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
 import { scheduleWebhookJobs } from '../shared/webhooks/delivery.js';
 import { scheduleBatchJobs } from './batch-consumers.js';
+import { scheduleVectorStoreJobs } from './vector-store-consumers.js';
 import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
@@ -22,6 +23,7 @@ const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, p
 await scheduleRecurringJobs(platform.queues);
 await scheduleWebhookJobs(platform.queues, config);
 await scheduleBatchJobs(platform.queues);
+await scheduleVectorStoreJobs(platform.queues);
 const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');

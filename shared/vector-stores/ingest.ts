@@ -57,6 +57,11 @@ export async function enqueueIngest(platform: Pick<VectorStoreServices, 'queues'
   );
 }
 
+/** The sweep's restart of an ingest whose queued job was lost: parse again, under a job id of its own. */
+export async function restartIngest(platform: Pick<VectorStoreServices, 'queues'>, job: IngestJob): Promise<void> {
+  await platform.queues.queue<IngestJob>(ingestQueue('parse')).add('parse', job, { ...JOB_OPTIONS, jobId: `${jobIdOf('parse', job)}-restart-${Date.now()}` });
+}
+
 /** One job per stage, file and attempt: queuing a stage twice (a retried stage, a recovery sweep) runs it once. */
 const jobIdOf = (stage: IngestStage, job: IngestJob) => `${stage}-${job.storeId}-${job.fileId}-${job.attempt}${job.space ? `-s${job.space}` : ''}`;
 
@@ -103,6 +108,7 @@ async function contextOf(platform: GatewayServices, job: IngestJob, claim: boole
     ? await repo.moveFile(platform.db, job.storeId, job.fileId, ['pending', 'in_progress'], 'in_progress', { attempt: job.attempt })
     : await repo.findStoreFile(platform.db, job.storeId, job.fileId);
   if (!file || file.attempt !== job.attempt || (file.status !== 'pending' && file.status !== 'in_progress')) return null;
+  if (!claim) await repo.touchFile(platform.db, job.storeId, job.fileId, job.attempt);
   return { store, file, keys: await keysOf(platform, store, job), space: store.active_space };
 }
 
@@ -190,6 +196,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
         }),
       );
       embedded += pending.length;
+      await repo.touchFile(platform.db, store.id, job.fileId, job.attempt);
     }
     await enqueueNext(platform, store.graphrag_enabled ? 'facts' : 'store', job);
     return { embedded };

@@ -314,6 +314,29 @@ export async function moveFile(
   return rows[0];
 }
 
+/** Progress of an ingest: a stage started or a batch was embedded (the sweep looks for files without any). */
+export async function touchFile(q: Queryable, storeId: string, fileId: string, attempt: number): Promise<void> {
+  await q.query(`UPDATE vector_store_files SET updated_at = now() WHERE vector_store_id = $1 AND file_id = $2 AND attempt = $3`, [storeId, fileId, attempt]);
+}
+
+/** Files whose ingest made no progress for `seconds` (its queued job was lost), with their store's encryption. */
+export async function stalledFiles(q: Queryable, seconds: number, limit: number): Promise<(StoreFileRow & { encryption: string })[]> {
+  const { rows } = await q.query<StoreFileRow & { encryption: string }>(
+    `SELECT ${FILE_COLUMNS}, encryption FROM (
+       SELECT f.*, s.encryption FROM vector_store_files f JOIN vector_stores s ON s.id = f.vector_store_id
+       WHERE f.status IN ('pending', 'in_progress') AND f.updated_at < now() - make_interval(secs => $1) AND s.state = 'active'
+       ORDER BY f.updated_at LIMIT $2) stalled`,
+    [seconds, limit],
+  );
+  return rows;
+}
+
+/** Stores left deleting for `seconds` (their deletion workflow was not started). */
+export async function stalledDeletions(q: Queryable, seconds: number): Promise<string[]> {
+  const { rows } = await q.query<{ id: string }>(`SELECT id FROM vector_stores WHERE state = 'deleting' AND updated_at < now() - make_interval(secs => $1) LIMIT 100`, [seconds]);
+  return rows.map((row) => row.id);
+}
+
 export async function deleteStoreFile(q: Queryable, storeId: string, fileId: string): Promise<boolean> {
   const { rowCount } = await q.query(`DELETE FROM vector_store_files WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
   await deleteFileChunks(q, storeId, fileId);
