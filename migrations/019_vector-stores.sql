@@ -21,6 +21,8 @@ CREATE TABLE vector_stores (
   CHECK ((encryption = 'none') = (wrapped_data_key IS NULL)),
   CHECK ((encryption = 'byok') = (kdf_salt IS NOT NULL)),
   state            text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'deleting', 'deleted')),
+  -- Set when the developer's wallet could not pay for the store's embeddings; cleared once it can.
+  suspended_at     timestamptz,
   -- Blue-green embedding spaces: searches read active_space; a migration builds the next one beside it.
   active_space     integer NOT NULL DEFAULT 1,
   expires_after_days integer CHECK (expires_after_days BETWEEN 1 AND 365),
@@ -61,6 +63,8 @@ CREATE TABLE vector_store_file_batches (
   vector_store_id text NOT NULL REFERENCES vector_stores (id) ON DELETE CASCADE,
   developer_id    uuid NOT NULL REFERENCES accounts (id),
   cancelled_at    timestamptz,
+  -- Set once, when its last file finished (vector_store.file_batch.completed fires then).
+  finished_at     timestamptz,
   created_at      timestamptz NOT NULL DEFAULT now()
 );
 

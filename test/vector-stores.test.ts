@@ -3,6 +3,7 @@ import type { Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis } from '../shared/platform/redis.js';
 import { startConsumers } from '../shared/platform/queues.js';
+import { creditDeveloperWallet } from '../shared/accounts/accounts.js';
 import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { blindTerms, sealText, sealVector, textAad, vectorAad } from '../shared/vector-stores/crypto.js';
 import { rebuildIvf } from '../shared/vector-stores/ivf.js';
@@ -272,6 +273,8 @@ describe('file batches', () => {
     const files = [];
     for await (const file of client.vectorStores.fileBatches.listFiles(batch.id, { vector_store_id: store.id })) files.push(file.id);
     expect(files.sort()).toEqual([...ids].sort());
+    const events = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.file_batch.completed' AND data->>'id' = $1`, [batch.id]);
+    expect(events.rows[0].n).toBe(1);
   });
 
   it('refuses an empty batch, more than 500 files and unknown batches', async () => {
@@ -503,6 +506,44 @@ describe('sealed indexes', () => {
     const found = await post(`/v1/vector_stores/${ivf.id}/search`, { query: 'server crash error incident outage', max_num_results: 3 });
     expect(found.status).toBe(200);
     expect(found.body.data[0].content[0].text).toContain('server crash');
+  });
+});
+
+describe('suspension and paging', () => {
+  it('suspends a store whose embeddings the wallet cannot pay, and resumes it once the wallet can', async () => {
+    const poor = await createDeveloper(gateway.platform, { creditMicros: 0 });
+    const asPoor = { Authorization: `Bearer ${poor.key}` };
+    const poorPost = (path: string, json: unknown) => call(gateway.baseUrl, path, { method: 'POST', json, headers: asPoor });
+    const store = (await poorPost('/v1/vector_stores', { name: 'Unpaid', embedding_model: 'text-embedding-3-small' })).body;
+    const form = new FormData();
+    form.append('purpose', 'assistants');
+    form.append('file', new Blob([DOCUMENTS['billing.txt']]), 'billing.txt');
+    const fileId = (await call(gateway.baseUrl, '/v1/files', { method: 'POST', body: form, headers: asPoor })).body.id;
+    await poorPost(`/v1/vector_stores/${store.id}/files`, { file_id: fileId });
+    const failed = await pollUntil(async () => (await get(`/v1/vector_stores/${store.id}/files/${fileId}`, {}, poor.key)).body, (file) => file.status === 'failed');
+    expect(failed.last_error.code).toBe('wallet_empty');
+    expect((await get(`/v1/vector_stores/${store.id}`, {}, poor.key)).body.suspended_at).toBeGreaterThan(0);
+    expectError(await poorPost(`/v1/vector_stores/${store.id}/files`, { file_id: fileId }), 402, 'vector_store_suspended');
+
+    await creditDeveloperWallet(gateway.platform.db, poor.accountId, 5_000_000, 'test top-up');
+    const retried = await poorPost(`/v1/vector_stores/${store.id}/files/${fileId}/retry`, {});
+    expect(retried.status).toBe(200);
+    expect((await get(`/v1/vector_stores/${store.id}`, {}, poor.key)).body.suspended_at).toBeNull();
+    const types = await gateway.platform.db.query(`SELECT type FROM outbox_events WHERE type LIKE 'vector_store.%suspended' OR type = 'vector_store.resumed' ORDER BY created_at`);
+    expect(types.rows.map((row) => row.type)).toEqual(['vector_store.suspended', 'vector_store.resumed']);
+  });
+
+  it('pages 50 stores by default and at most 200', async () => {
+    const many = await createDeveloper(gateway.platform, { creditMicros: 1_000_000 });
+    for (let i = 0; i < 55; i++) {
+      expect((await call(gateway.baseUrl, '/v1/vector_stores', { method: 'POST', json: { name: `s${i}`, embedding_model: 'voyage-3-lite' }, headers: bearer(many.key) })).status).toBe(200);
+    }
+    const first = (await get('/v1/vector_stores', {}, many.key)).body;
+    expect(first.data).toHaveLength(50);
+    expect(first.has_more).toBe(true);
+    const rest = (await get(`/v1/vector_stores?after=${first.last_id}`, {}, many.key)).body;
+    expect(rest.data).toHaveLength(5);
+    expect((await get('/v1/vector_stores?limit=5000', {}, many.key)).body.data).toHaveLength(55);
   });
 });
 

@@ -1,5 +1,7 @@
+import { getAccount } from '../accounts/accounts.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import type { Queryable } from '../db/pool.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
+import { recordEvent } from '../events/outbox.js';
 import { serviceError } from '../errors.js';
 import type { Page } from '../pagination.js';
 import * as repo from './repository.js';
@@ -37,6 +39,20 @@ export async function activeStore(q: Queryable, developerId: string, id: string,
   if (!store) throw serviceError('vector_store_not_found');
   if (store.state !== 'active') throw serviceError('vector_store_unavailable');
   return store;
+}
+
+/**
+ * A store suspended for non-payment (its embeddings found the developer's wallet empty) refuses
+ * work that embeds with 402 vector_store_suspended until the wallet can pay again; the first
+ * request that finds it funded resumes the store.
+ */
+export async function assertNotSuspended(platform: Pick<GatewayServices, 'db'>, store: Pick<repo.VectorStoreRow, 'id' | 'developer_id' | 'suspended_at'>, payerAccountId: string): Promise<void> {
+  if (!store.suspended_at) return;
+  const payer = await getAccount(platform.db, payerAccountId);
+  if (Number(payer.balance_micros) <= 0) throw serviceError('vector_store_suspended');
+  await withTransaction(platform.db, async (client) => {
+    if (await repo.setSuspended(client, store.id, false)) await recordEvent(client, store.developer_id, 'vector_store.resumed', { id: store.id });
+  });
 }
 
 export const seconds = (date: Date) => Math.floor(date.getTime() / 1000);

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
+import { finishBatchOf } from './ingest.js';
 import * as repo from './repository.js';
 import type { fileBatchBody } from './schemas.js';
 import { attachFiles, listStoreFiles, type FileToAttach } from './store-files.js';
@@ -46,6 +47,7 @@ export async function cancelFileBatch(platform: VectorStoreServices, developerId
     const cancelled = await repo.cancelFileBatch(client, storeId, id);
     for (const file of cancelled) await repo.deleteFileChunks(client, storeId, file.file_id);
   });
+  await finishBatchOf(platform, { batch_id: id, developer_id: developerId });
   return getFileBatch(platform, developerId, storeId, id);
 }
 

@@ -244,19 +244,34 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       if (moved) await recordEvent(client, store.developer_id, 'vector_store.file.completed', { vector_store_id: store.id, file_id: job.fileId, chunks: totals.chunks });
       return moved;
     });
+    if (completed?.batch_id) await finishBatchOf(platform, completed);
     if (completed) await repo.touchStore(platform.db, store.id);
     if (completed && store.vector_index === 'ivf') await queueIvfBuild(platform, { storeId: store.id, ...(job.wrappedKey && { wrappedKey: job.wrappedKey }) });
     return { chunks: totals.chunks, completed: Boolean(completed) };
   },
 };
 
-async function failFile(platform: GatewayServices, job: IngestJob, error: { code: string; message: string }): Promise<void> {
+/** The last file of a batch to finish (completed, failed or cancelled) finishes the batch, once. */
+export async function finishBatchOf(platform: Pick<GatewayServices, 'db'>, file: Pick<repo.StoreFileRow, 'batch_id' | 'developer_id'>): Promise<void> {
   await withTransaction(platform.db, async (client) => {
+    const finished = await repo.finishFileBatch(client, file.batch_id!);
+    if (finished) await recordEvent(client, file.developer_id, 'vector_store.file_batch.completed', { id: finished.id, vector_store_id: finished.vector_store_id });
+  });
+}
+
+async function failFile(platform: GatewayServices, job: IngestJob, error: { code: string; message: string }): Promise<void> {
+  const failedFile = await withTransaction(platform.db, async (client) => {
     const failed = await repo.moveFile(client, job.storeId, job.fileId, ['pending', 'in_progress'], 'failed', { attempt: job.attempt, error });
-    if (!failed) return;
+    if (!failed) return undefined;
     await repo.deleteFileChunks(client, job.storeId, job.fileId);
     await recordEvent(client, failed.developer_id, 'vector_store.file.failed', { vector_store_id: job.storeId, file_id: job.fileId, last_error: error });
+    // The developer's wallet could not pay: the store is suspended until it can (a customer's empty wallet fails only its file).
+    if (error.code === 'wallet_empty' && (await repo.setSuspended(client, job.storeId, true))) {
+      await recordEvent(client, failed.developer_id, 'vector_store.suspended', { id: job.storeId, reason: 'wallet_empty' });
+    }
+    return failed;
   });
+  if (failedFile?.batch_id) await finishBatchOf(platform, failedFile);
   await fileStorageFor(platform.config).delete(extractedKey(job));
 }
 

@@ -6,7 +6,7 @@ import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
 import { embeddingModel } from '../models/catalog.js';
-import { activeStore, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, assertNotSuspended, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 import { open, sealVector, storeKeys, textAad, vectorAad, type StoreKeys } from './crypto.js';
 import { embedTexts } from './ingest.js';
 import * as repo from './repository.js';
@@ -32,6 +32,7 @@ export interface MigrationWorkflowInput {
 
 export async function startMigration(platform: VectorStoreServices, caller: VectorStoreCaller, storeId: string, body: { embedding_model?: string; dimensions?: number }) {
   const store = await activeStore(platform.db, caller.developerId, storeId);
+  await assertNotSuspended(platform, store, caller.payerAccountId);
   if (body.embedding_model === undefined) throw serviceError('missing_embedding_model', { param: 'embedding_model' });
   const model = embeddingModel(body.embedding_model);
   if (!model) throw serviceError('invalid_embedding_model', { param: 'embedding_model' });

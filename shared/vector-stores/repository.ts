@@ -20,6 +20,7 @@ export interface VectorStoreRow {
   wrapped_data_key: Buffer | null;
   kdf_salt: Buffer | null;
   state: 'active' | 'deleting' | 'deleted';
+  suspended_at: Date | null;
   active_space: number;
   expires_after_days: number | null;
   last_active_at: Date;
@@ -41,7 +42,7 @@ export interface StoreWithCounts extends VectorStoreRow {
 }
 
 const STORE_COLUMNS = `s.id, s.developer_id, s.name, s.description, s.embedding_model, s.dimensions, s.encryption, s.vector_sealing,
-  s.vector_index, s.graphrag_enabled, s.metadata, s.wrapped_data_key, s.kdf_salt, s.state, s.active_space, s.expires_after_days,
+  s.vector_index, s.graphrag_enabled, s.metadata, s.wrapped_data_key, s.kdf_salt, s.state, s.suspended_at, s.active_space, s.expires_after_days,
   s.last_active_at, s.created_at, s.updated_at`;
 
 // pending files count as in_progress, as OpenAI's file_counts have no pending.
@@ -182,6 +183,17 @@ export async function updateStore(
       patch.expires_after_days !== undefined, patch.expires_after_days ?? null,
     ],
   );
+}
+
+/** Suspends (true) or resumes (false) a store; returns whether that changed anything. */
+export async function setSuspended(q: Queryable, id: string, suspended: boolean): Promise<boolean> {
+  const { rowCount } = await q.query(
+    suspended
+      ? `UPDATE vector_stores SET suspended_at = now() WHERE id = $1 AND suspended_at IS NULL`
+      : `UPDATE vector_stores SET suspended_at = NULL WHERE id = $1 AND suspended_at IS NOT NULL`,
+    [id],
+  );
+  return (rowCount ?? 0) > 0;
 }
 
 export async function touchStore(q: Queryable, id: string): Promise<void> {
@@ -376,6 +388,23 @@ export async function findFileBatch(q: Queryable, storeId: string, id: string): 
      WHERE b.vector_store_id = $1 AND b.id = $2
      GROUP BY b.id`,
     [storeId, id],
+  );
+  return rows[0];
+}
+
+/**
+ * Marks a batch finished when none of its files is pending or running; true only for the call that
+ * did it. The batch row's lock orders two files finishing at once, so exactly one of them sees the
+ * other's commit and finishes the batch.
+ */
+export async function finishFileBatch(q: Queryable, batchId: string): Promise<{ id: string; vector_store_id: string } | undefined> {
+  await q.query(`SELECT id FROM vector_store_file_batches WHERE id = $1 FOR UPDATE`, [batchId]);
+  const { rows } = await q.query<{ id: string; vector_store_id: string }>(
+    `UPDATE vector_store_file_batches b SET finished_at = now()
+     WHERE b.id = $1 AND b.finished_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM vector_store_files f WHERE f.batch_id = b.id AND f.status IN ('pending', 'in_progress'))
+     RETURNING b.id, b.vector_store_id`,
+    [batchId],
   );
   return rows[0];
 }

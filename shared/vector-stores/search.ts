@@ -8,7 +8,7 @@ import { filterSql } from './filters.js';
 import { embedTexts } from './ingest.js';
 import * as repo from './repository.js';
 import type { SearchBody } from './schemas.js';
-import { searchIndexOf, type VectorStoreCaller } from './common.js';
+import { assertNotSuspended, searchIndexOf, type VectorStoreCaller } from './common.js';
 
 /**
  * Hybrid search of one store: for each query, the nearest chunks by vector (PostgreSQL's HNSW
@@ -32,6 +32,7 @@ export async function searchVectorStore(platform: GatewayServices, caller: Vecto
   const store = await repo.findStore(platform.db, caller.developerId, storeId);
   if (!store) throw serviceError('vector_store_not_found');
   if (store.state !== 'active') throw serviceError('vector_store_unavailable');
+  await assertNotSuspended(platform, store, call.payerAccountId);
   const keys = await platform.vectorStoreKeys.keys(store, caller.passphrase);
   const queries = typeof body.query === 'string' ? [body.query] : body.query;
   const k = body.max_num_results ?? DEFAULT_RESULTS;

@@ -5,9 +5,9 @@ import * as filesRepo from '../files/repository.js';
 import { pageRequest, toPage } from '../pagination.js';
 import { AUTO_CHUNKING } from './chunking.js';
 import { openText, textAad } from './crypto.js';
-import { enqueueIngest } from './ingest.js';
+import { enqueueIngest, finishBatchOf } from './ingest.js';
 import * as repo from './repository.js';
-import { activeStore, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, assertNotSuspended, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 
 /**
  * Files of a vector store (OpenAI's /v1/vector_stores/{id}/files): attaching a file queues its
@@ -37,6 +37,7 @@ export async function attachFiles(
   files: FileToAttach[],
   options: { batchId: string | null; dataKey?: Buffer | null },
 ): Promise<repo.StoreFileRow[]> {
+  await assertNotSuspended(platform, store, caller.payerAccountId);
   const dataKey = store.encryption === 'byok' ? (options.dataKey ?? (await platform.vectorStoreKeys.dataKey(store, caller.passphrase))) : null;
   const known = await filesRepo.findFiles(platform.db, caller.developerId, [...new Set(files.map((file) => file.file_id))]);
   const missing = files.find((file) => !known.has(file.file_id));
@@ -106,12 +107,14 @@ export async function cancelStoreFile(platform: VectorStoreServices, developerId
     await repo.deleteFileChunks(client, storeId, fileId);
     return moved;
   });
+  if (cancelled.batch_id) await finishBatchOf(platform, cancelled);
   return formatStoreFile(cancelled);
 }
 
 /** failed or cancelled -> pending, as a new attempt (409 file_not_retryable otherwise). */
 export async function retryStoreFile(platform: VectorStoreServices, caller: VectorStoreCaller, storeId: string, fileId: string) {
   const store = await activeStore(platform.db, caller.developerId, storeId);
+  await assertNotSuspended(platform, store, caller.payerAccountId);
   const dataKey = store.encryption === 'byok' ? await platform.vectorStoreKeys.dataKey(store, caller.passphrase) : null;
   const retried = await withTransaction(platform.db, async (client) => {
     await activeStore(client, caller.developerId, storeId, 'share');

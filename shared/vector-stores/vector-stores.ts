@@ -169,6 +169,7 @@ export function formatVectorStore(store: repo.StoreWithCounts, leaseExpiresAt: D
     vector_sealing: store.vector_sealing,
     vector_index: store.vector_index,
     graphrag_enabled: store.graphrag_enabled,
+    suspended_at: store.suspended_at && seconds(store.suspended_at),
     ...(store.encryption === 'byok' && { unlocked_until: leaseExpiresAt && seconds(leaseExpiresAt) }),
   };
 }
