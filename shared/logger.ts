@@ -10,6 +10,10 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, name: string): L
     level: config.LOG_LEVEL,
     base: { process: name, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+    // Credentials and byok passphrases never reach a log line, even one that logs a whole request.
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["svc-vector-store-key"]', 'req.body.passphrase', 'req.body.key.passphrase'],
+      censor: '[redacted]',
+    },
   });
 }

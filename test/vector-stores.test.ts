@@ -131,6 +131,31 @@ describe('through the official openai SDK', () => {
     expectError(await post(`/v1/vector_stores/${store.id}/search`, { query: 'x', max_num_results: 51 }), 400, 'invalid_request', { param: 'max_num_results' });
   });
 
+  it('covers the rest of the resource: files list, retrieve, content, delete; file batches upload, retrieve, cancel; store delete', async () => {
+    const store = await client.vectorStores.create({ name: 'SDK tour', embedding_model: 'text-embedding-3-small' } as OpenAI.VectorStoreCreateParams);
+    const batch = await client.vectorStores.fileBatches.uploadAndPoll(
+      store.id,
+      { files: [await toFile(Buffer.from(DOCUMENTS['billing.txt']), 'billing.txt'), await toFile(Buffer.from(DOCUMENTS['passwords.md']), 'passwords.md')] },
+      { pollIntervalMs: 50 },
+    );
+    expect(batch).toMatchObject({ status: 'completed', file_counts: { completed: 2, total: 2 } });
+    expect(await client.vectorStores.fileBatches.retrieve(batch.id, { vector_store_id: store.id })).toMatchObject({ id: batch.id, status: 'completed' });
+    expect((await client.vectorStores.fileBatches.cancel(batch.id, { vector_store_id: store.id })).file_counts).toMatchObject({ completed: 2, cancelled: 0 });
+
+    const listed = [];
+    for await (const file of client.vectorStores.files.list(store.id, { filter: 'completed' })) listed.push(file);
+    expect(listed).toHaveLength(2);
+    const one = await client.vectorStores.files.retrieve(listed[0]!.id, { vector_store_id: store.id });
+    expect(one).toMatchObject({ id: listed[0]!.id, status: 'completed' });
+    const content = [];
+    for await (const part of client.vectorStores.files.content(one.id, { vector_store_id: store.id })) content.push(part.text);
+    expect(content.join(' ').length).toBeGreaterThan(50);
+    expect(await client.vectorStores.files.update(one.id, { vector_store_id: store.id, attributes: { lang: 'en' } })).toMatchObject({ attributes: { lang: 'en' } });
+    expect(await client.vectorStores.files.delete(one.id, { vector_store_id: store.id })).toEqual({ id: one.id, object: 'vector_store.file.deleted', deleted: true });
+    expect((await client.vectorStores.retrieve(store.id)).file_counts.total).toBe(1);
+    expect(await client.vectorStores.delete(store.id)).toEqual({ id: store.id, object: 'vector_store.deleted', deleted: true });
+  });
+
   it('pages store lists by id as the SDK does, newest first', async () => {
     const other = await createDeveloper(gateway.platform, { creditMicros: 10_000_000 });
     const own = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: other.key, maxRetries: 0 });
