@@ -68,6 +68,10 @@ export type NewVectorStore = Pick<
 >;
 
 /**
+ * Every chunk statement names the store's partition itself, never the parent table: a query
+ * through the parent would hold a lock on it that creating or detaching another store's
+ * partition has to wait for.
+ *
  * The store row and its chunk partition; `hnswDimensions` (stores whose vectors PostgreSQL may
  * read) also gets the HNSW index of the first embedding space.
  */
@@ -204,8 +208,18 @@ export async function setStoreState(q: Queryable, id: string, state: VectorStore
   await q.query(`UPDATE vector_stores SET state = $2, updated_at = now() WHERE id = $1`, [id, state]);
 }
 
-/** Removes a deleted store's content: its chunk partition, facts and file attachments; the row stays as a tombstone. */
+/**
+ * Removes a deleted store's content: its chunk partition, facts and file attachments; the row
+ * stays as a tombstone. The partition is detached CONCURRENTLY first (outside a transaction: `q`
+ * is the pool), so searches of other stores never wait on the parent table's lock.
+ */
 export async function dropStoreContent(q: Queryable, id: string): Promise<void> {
+  const attached = await q.query<{ pending: boolean }>(
+    `SELECT inhdetachpending AS pending FROM pg_inherits WHERE inhrelid = to_regclass($1) AND inhparent = 'vector_store_chunks'::regclass`,
+    [partitionOf(id)],
+  );
+  // A detach interrupted half-way (a worker killed) is finished rather than started again.
+  if (attached.rows[0]) await q.query(`ALTER TABLE vector_store_chunks DETACH PARTITION ${partitionOf(id)} ${attached.rows[0].pending ? 'FINALIZE' : 'CONCURRENTLY'}`);
   await q.query(`DROP TABLE IF EXISTS ${partitionOf(id)}`);
   await q.query(`DELETE FROM vector_store_facts WHERE vector_store_id = $1`, [id]);
   await q.query(`DELETE FROM vector_store_files WHERE vector_store_id = $1`, [id]);
@@ -357,7 +371,7 @@ export async function deleteStoreFile(q: Queryable, storeId: string, fileId: str
 
 /** A file's chunks of every space and its facts (a cancelled, detached or re-ingested file). */
 export async function deleteFileChunks(q: Queryable, storeId: string, fileId: string): Promise<void> {
-  await q.query(`DELETE FROM vector_store_chunks WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+  await q.query(`DELETE FROM ${partitionOf(storeId)} WHERE file_id = $1`, [fileId]);
   await q.query(`DELETE FROM vector_store_facts WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
 }
 
@@ -433,10 +447,10 @@ export interface ChunkWrite {
 
 /** Replaces a file's chunks of one space (a stage run again writes the same rows, never more). */
 export async function replaceChunks(q: Queryable, storeId: string, space: number, fileId: string, chunks: ChunkWrite[]): Promise<void> {
-  await q.query(`DELETE FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3`, [storeId, space, fileId]);
+  await q.query(`DELETE FROM ${partitionOf(storeId)} WHERE space = $1 AND file_id = $2`, [space, fileId]);
   if (chunks.length === 0) return;
   await q.query(
-    `INSERT INTO vector_store_chunks (vector_store_id, space, file_id, chunk_index, tokens, text, text_sealed, terms)
+    `INSERT INTO ${partitionOf(storeId)} (vector_store_id, space, file_id, chunk_index, tokens, text, text_sealed, terms)
      SELECT $1, $2, $3, c.chunk_index, c.tokens, c.text, decode(c.text_sealed, 'base64'), c.terms
      FROM jsonb_to_recordset($4::jsonb) AS c(chunk_index int, tokens int, text text, text_sealed text, terms text[])`,
     [
@@ -456,10 +470,10 @@ export interface UnembeddedChunk {
 
 export async function unembeddedChunks(q: Queryable, storeId: string, space: number, fileId: string, limit: number): Promise<UnembeddedChunk[]> {
   const { rows } = await q.query<UnembeddedChunk>(
-    `SELECT chunk_index, text, text_sealed FROM vector_store_chunks
-     WHERE vector_store_id = $1 AND space = $2 AND file_id = $3 AND embedding IS NULL AND embedding_sealed IS NULL
-     ORDER BY chunk_index LIMIT $4`,
-    [storeId, space, fileId, limit],
+    `SELECT chunk_index, text, text_sealed FROM ${partitionOf(storeId)}
+     WHERE space = $1 AND file_id = $2 AND embedding IS NULL AND embedding_sealed IS NULL
+     ORDER BY chunk_index LIMIT $3`,
+    [space, fileId, limit],
   );
   return rows;
 }
@@ -472,10 +486,10 @@ export async function writeEmbeddings(
   vectors: { chunkIndex: number; embedding: number[] | null; sealed: Buffer | null }[],
 ): Promise<void> {
   await q.query(
-    `UPDATE vector_store_chunks c SET embedding = v.embedding::vector, embedding_sealed = decode(v.sealed, 'base64')
-     FROM jsonb_to_recordset($4::jsonb) AS v(chunk_index int, embedding text, sealed text)
-     WHERE c.vector_store_id = $1 AND c.space = $2 AND c.file_id = $3 AND c.chunk_index = v.chunk_index`,
-    [storeId, space, fileId, JSON.stringify(vectors.map((v) => ({ chunk_index: v.chunkIndex, embedding: v.embedding && toSql(v.embedding), sealed: v.sealed?.toString('base64') ?? null })))],
+    `UPDATE ${partitionOf(storeId)} c SET embedding = v.embedding::vector, embedding_sealed = decode(v.sealed, 'base64')
+     FROM jsonb_to_recordset($3::jsonb) AS v(chunk_index int, embedding text, sealed text)
+     WHERE c.space = $1 AND c.file_id = $2 AND c.chunk_index = v.chunk_index`,
+    [space, fileId, JSON.stringify(vectors.map((v) => ({ chunk_index: v.chunkIndex, embedding: v.embedding && toSql(v.embedding), sealed: v.sealed?.toString('base64') ?? null })))],
   );
 }
 
@@ -484,8 +498,8 @@ export async function chunkTotals(q: Queryable, storeId: string, space: number, 
     `SELECT count(*)::int AS chunks,
             count(*) FILTER (WHERE embedding IS NOT NULL OR embedding_sealed IS NOT NULL)::int AS embedded,
             coalesce(sum(octet_length(coalesce(text, '')) + octet_length(coalesce(text_sealed, ''::bytea))), 0)::float8 AS text_bytes
-     FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3`,
-    [storeId, space, fileId],
+     FROM ${partitionOf(storeId)} WHERE space = $1 AND file_id = $2`,
+    [space, fileId],
   );
   return rows[0]!;
 }
@@ -499,8 +513,8 @@ export interface StoredChunk {
 
 export async function fileChunks(q: Queryable, storeId: string, space: number, fileId: string): Promise<StoredChunk[]> {
   const { rows } = await q.query<StoredChunk>(
-    `SELECT file_id, chunk_index, text, text_sealed FROM vector_store_chunks WHERE vector_store_id = $1 AND space = $2 AND file_id = $3 ORDER BY chunk_index`,
-    [storeId, space, fileId],
+    `SELECT file_id, chunk_index, text, text_sealed FROM ${partitionOf(storeId)} WHERE space = $1 AND file_id = $2 ORDER BY chunk_index`,
+    [space, fileId],
   );
   return rows;
 }
