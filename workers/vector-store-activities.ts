@@ -22,7 +22,7 @@ export function createVectorStoreActivities(platform: GatewayServices) {
         }
       }),
     flipMigration: (migrationId: string) => flipMigration(platform, migrationId),
-    retireOldSpace: (migrationId: string) => retireOldSpace(platform, migrationId),
+    retireOldSpace: (migrationId: string, wrappedKey: string | undefined) => retireOldSpace(platform, migrationId, wrappedKey),
     abandonMigration: (migrationId: string, reason: string) => abandonMigration(platform, migrationId, reason),
   };
 }

@@ -35,7 +35,7 @@ export async function vectorStoreMigrationWorkflow(input: MigrationWorkflowInput
       if (outcome === 'flipped') break;
       if (flips > 100) throw ApplicationFailure.create({ message: 'files kept arriving faster than the migration could re-embed them', nonRetryable: true });
     }
-    await steps.retireOldSpace(migrationId);
+    await steps.retireOldSpace(migrationId, wrappedKey);
     return 'completed';
   } catch (error) {
     const reason = error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error);

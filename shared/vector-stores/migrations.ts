@@ -9,6 +9,7 @@ import { embeddingModel } from '../models/catalog.js';
 import { activeStore, assertNotSuspended, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 import { open, sealVector, storeKeys, textAad, vectorAad, type StoreKeys } from './crypto.js';
 import { embedTexts } from './ingest.js';
+import { queueIvfBuild } from './ivf.js';
 import * as repo from './repository.js';
 import { dimensionsOf } from './vector-stores.js';
 
@@ -188,11 +189,12 @@ export async function flipMigration(platform: GatewayServices, id: string): Prom
   return outcome;
 }
 
-/** After the flip: the old space's chunks and index go. */
-export async function retireOldSpace(platform: GatewayServices, id: string): Promise<void> {
-  const { migration } = await migrationOf(platform, id);
+/** After the flip: the old space's chunks and index go; an ivf store's lists are built for the new space. */
+export async function retireOldSpace(platform: GatewayServices, id: string, wrappedKey: string | undefined): Promise<void> {
+  const { migration, store } = await migrationOf(platform, id);
   await repo.deleteSpace(platform.db, migration.vector_store_id, migration.from_space);
   await repo.dropSpaceIndex(platform.db, migration.vector_store_id, migration.from_space);
+  if (store.vector_index === 'ivf') await queueIvfBuild(platform, { storeId: store.id, ...(wrappedKey && { wrappedKey }) });
 }
 
 /** A failed migration: the old space keeps serving; the new one is removed. */

@@ -90,6 +90,8 @@ export async function insertStore(q: Queryable, developerId: string, store: NewV
   await q.query(`CREATE INDEX ON ${partitionOf(store.id)} USING gin (tsv)`);
   await q.query(`CREATE INDEX ON ${partitionOf(store.id)} USING gin (terms)`);
   if (hnswDimensions !== null) await createSpaceIndex(q, store.id, 1, hnswDimensions);
+  // Sealed vectors are read a page at a time in IVF-list order (sealedVectorPages).
+  if (store.vector_sealing === 'full') await q.query(`CREATE INDEX ON ${partitionOf(store.id)} (space, (coalesce(ivf_list, ${UNLISTED})), file_id, chunk_index)`);
 }
 
 /** The HNSW index (cosine) over one embedding space of a store; halfvec past pgvector's 2,000-dimension limit for vector. */
@@ -649,11 +651,14 @@ export async function deleteSpace(q: Queryable, storeId: string, space: number):
 
 // ---- sealed spaces and their IVF lists ----------------------------------------------------------
 
-export interface SealedVectorRow {
+export interface SealedVectorMeta {
   file_id: string;
   chunk_index: number;
-  embedding_sealed: Buffer;
   ivf_list: number | null;
+}
+
+export interface SealedVectorRow extends SealedVectorMeta {
+  embedding_sealed: Buffer;
 }
 
 /** What an opened sealed space depends on: its completed files, their chunks, and its lists. */
@@ -667,16 +672,40 @@ export async function sealedSpaceFingerprint(q: Queryable, storeId: string, spac
   return rows[0]!.fingerprint;
 }
 
-/** A space's sealed vectors, grouped by IVF list (unassigned last); of completed files only unless `allFiles`. */
-export async function sealedVectorsOf(q: Queryable, storeId: string, space: number, options: { allFiles?: boolean } = {}): Promise<SealedVectorRow[]> {
-  const completed = options.allFiles ? '' : `JOIN vector_store_files f ON f.vector_store_id = c.vector_store_id AND f.file_id = c.file_id AND f.status = 'completed'`;
-  const { rows } = await q.query<SealedVectorRow>(
-    `SELECT c.file_id, c.chunk_index, c.embedding_sealed, c.ivf_list FROM ${partitionOf(storeId)} c ${completed}
-     WHERE c.space = $1 AND c.embedding_sealed IS NOT NULL
-     ORDER BY c.ivf_list NULLS LAST, c.file_id, c.chunk_index`,
+const UNLISTED = 2_147_483_647;
+const listOrder = (alias: string) => `coalesce(${alias}.ivf_list, ${UNLISTED}), ${alias}.file_id, ${alias}.chunk_index`;
+const completedOnly = (allFiles: boolean | undefined) =>
+  allFiles ? '' : `JOIN vector_store_files f ON f.vector_store_id = c.vector_store_id AND f.file_id = c.file_id AND f.status = 'completed'`;
+
+/** Which chunks a space's sealed vectors belong to, grouped by IVF list (unassigned last); of completed files only unless `allFiles`. */
+export async function sealedVectorIndex(q: Queryable, storeId: string, space: number, options: { allFiles?: boolean } = {}): Promise<SealedVectorMeta[]> {
+  const { rows } = await q.query<SealedVectorMeta>(
+    `SELECT c.file_id, c.chunk_index, c.ivf_list FROM ${partitionOf(storeId)} c ${completedOnly(options.allFiles)}
+     WHERE c.space = $1 AND c.embedding_sealed IS NOT NULL ORDER BY ${listOrder('c')}`,
     [space],
   );
   return rows;
+}
+
+/**
+ * The sealed vectors themselves, a page at a time in the same order: a whole space at once would
+ * arrive as hex text several times its size in the process's heap.
+ */
+export async function* sealedVectorPages(q: Queryable, storeId: string, space: number, options: { allFiles?: boolean; pageSize?: number } = {}): AsyncGenerator<SealedVectorRow[]> {
+  let after: SealedVectorMeta | undefined;
+  for (;;) {
+    const params: unknown[] = [space, options.pageSize ?? 2_000];
+    const seek: string = after ? `AND (coalesce(c.ivf_list, ${UNLISTED}), c.file_id, c.chunk_index) > ($3, $4, $5)` : '';
+    if (after) params.push(after.ivf_list ?? UNLISTED, after.file_id, after.chunk_index);
+    const { rows }: { rows: SealedVectorRow[] } = await q.query<SealedVectorRow>(
+      `SELECT c.file_id, c.chunk_index, c.ivf_list, c.embedding_sealed FROM ${partitionOf(storeId)} c ${completedOnly(options.allFiles)}
+       WHERE c.space = $1 AND c.embedding_sealed IS NOT NULL ${seek} ORDER BY ${listOrder('c')} LIMIT $2`,
+      params,
+    );
+    if (rows.length === 0) return;
+    yield rows;
+    after = rows[rows.length - 1];
+  }
 }
 
 export interface IvfRow {

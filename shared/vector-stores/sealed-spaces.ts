@@ -98,20 +98,15 @@ export class SealedSpaces {
 async function openSpace(db: Db, store: repo.VectorStoreRow, keys: StoreKeys, fingerprint: string): Promise<OpenedSpace> {
   const space = store.active_space;
   const dims = store.dimensions;
-  const rows = await repo.sealedVectorsOf(db, store.id, space);
-  const vectors = new Float32Array(new SharedArrayBuffer(rows.length * dims * 4));
-  const chunkIndexes = new Int32Array(rows.length);
-  const fileIds: string[] = new Array(rows.length);
-  rows.forEach((row, i) => {
-    openVectorRow(keys, store.id, space, row, vectors, i, dims);
-    fileIds[i] = row.file_id;
-    chunkIndexes[i] = row.chunk_index;
-  });
+  const rows = await repo.sealedVectorIndex(db, store.id, space);
+  const vectors = await openVectors(db, store, keys, rows, { allFiles: false });
+  const chunkIndexes = Int32Array.from(rows, (row) => row.chunk_index);
+  const fileIds = rows.map((row) => row.file_id);
   const opened: OpenedSpace = { fingerprint, dims, vectors, fileIds, chunkIndexes, bytes: vectors.byteLength + rows.length * 64 };
   const ivf = store.vector_index === 'ivf' ? await repo.findIvf(db, store.id, space) : undefined;
   if (ivf && ivf.dimensions === dims) {
     const centroids = new Float32Array(Uint8Array.from(open(keys.vectors, ivf.centroids_sealed, ivfAad(store.id, space))).buffer);
-    // sealedVectorsOf orders rows by list, unassigned last.
+    // sealedVectorIndex orders rows by list, unassigned last.
     const listStart = new Int32Array(ivf.lists + 1).fill(rows.length);
     for (let i = rows.length - 1; i >= 0; i--) {
       const list = rows[i]!.ivf_list;
@@ -123,11 +118,26 @@ async function openSpace(db: Db, store: repo.VectorStoreRow, keys: StoreKeys, fi
   return opened;
 }
 
-/** Opens one sealed vector straight into row `i` of the block (its bytes are little-endian float32) and makes it unit length. */
-function openVectorRow(keys: StoreKeys, storeId: string, space: number, row: repo.SealedVectorRow, vectors: Float32Array, i: number, dims: number): void {
-  const bytes = open(keys.vectors, row.embedding_sealed, vectorAad(storeId, space, row.file_id, row.chunk_index));
-  new Uint8Array(vectors.buffer, vectors.byteOffset + i * dims * 4, dims * 4).set(bytes.subarray(0, dims * 4));
-  normalise(vectors, i * dims, dims);
+/**
+ * Opens the sealed vectors of `rows` into one SharedArrayBuffer of unit vectors, row i at i * dims,
+ * reading them a page at a time. A row that went away meanwhile stays zero (it scores 0); one that
+ * arrived meanwhile is left for the next opening (the space's fingerprint has changed).
+ */
+async function openVectors(db: Db, store: repo.VectorStoreRow, keys: StoreKeys, rows: repo.SealedVectorMeta[], options: { allFiles: boolean }): Promise<Float32Array> {
+  const { id: storeId, active_space: space, dimensions: dims } = store;
+  const vectors = new Float32Array(new SharedArrayBuffer(rows.length * dims * 4));
+  const position = new Map(rows.map((row, i) => [`${row.file_id}\u0000${row.chunk_index}`, i]));
+  for await (const page of repo.sealedVectorPages(db, storeId, space, options)) {
+    for (const row of page) {
+      const i = position.get(`${row.file_id}\u0000${row.chunk_index}`);
+      if (i === undefined) continue;
+      // The opened bytes are little-endian float32, copied straight into the row.
+      const bytes = open(keys.vectors, row.embedding_sealed, vectorAad(storeId, space, row.file_id, row.chunk_index));
+      new Uint8Array(vectors.buffer, vectors.byteOffset + i * dims * 4, dims * 4).set(bytes.subarray(0, dims * 4));
+      normalise(vectors, i * dims, dims);
+    }
+  }
+  return vectors;
 }
 
 /** The rows of the lists nearest the query, plus every row not in a list yet. */
@@ -162,15 +172,12 @@ export async function buildIvfLists(db: Db, cpu: CpuPool, store: repo.VectorStor
   const space = store.active_space;
   const dims = store.dimensions;
   const existing = await repo.findIvf(db, store.id, space);
-  const rows = await repo.sealedVectorsOf(db, store.id, space, { allFiles: true });
+  const rows = await repo.sealedVectorIndex(db, store.id, space, { allFiles: true });
   const unassigned = rows.filter((row) => row.ivf_list === null).length;
   const fresh = existing && existing.dimensions === dims && unassigned <= rows.length * IVF_REBUILD_SHARE;
   if (rows.length < IVF_MIN_CHUNKS || (fresh && !options.force)) return { lists: existing?.lists ?? 0, chunks: rows.length, rebuilt: false };
 
-  const vectors = new Float32Array(new SharedArrayBuffer(rows.length * dims * 4));
-  rows.forEach((row, i) => {
-    openVectorRow(keys, store.id, space, row, vectors, i, dims);
-  });
+  const vectors = await openVectors(db, store, keys, rows, { allFiles: true });
   const lists = Math.max(8, Math.round(Math.sqrt(rows.length) / 3));
   const sampleSize = Math.min(rows.length, lists * 64);
   const sampleRows = Int32Array.from({ length: sampleSize }, (_, i) => Math.floor((i * rows.length) / sampleSize));
