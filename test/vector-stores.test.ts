@@ -110,6 +110,17 @@ describe('through the official openai SDK', () => {
     expect(body.object).toBe('vector_store.search_results.page');
     expect(body.search_query).toEqual(['ERR-4412-XQ']);
     expect(body.data[0].filename).toBe('incident.txt');
+
+    // Several queries fuse into one ranking; a score threshold drops the weaker results.
+    const both = (await post(`/v1/vector_stores/${store.id}/search`, { query: ['reset my password', 'refund for annual plans'], max_num_results: 2 })).body;
+    expect(both.search_query).toHaveLength(2);
+    expect(both.data.map((result: { filename: string }) => result.filename).sort()).toEqual(['billing.txt', 'passwords.md']);
+    const all = (await post(`/v1/vector_stores/${store.id}/search`, { query: 'reset my password', max_num_results: 10 })).body.data;
+    const threshold = (all[0].score + all.at(-1).score) / 2;
+    const strong = (await post(`/v1/vector_stores/${store.id}/search`, { query: 'reset my password', ranking_options: { score_threshold: threshold }, rewrite_query: true })).body.data;
+    expect(strong.length).toBeGreaterThan(0);
+    expect(strong.length).toBeLessThan(all.length);
+    expect(strong.every((result: { score: number }) => result.score >= threshold)).toBe(true);
   });
 
   it('filters results on file attributes (eq, in, numeric ranges, compound)', async () => {
