@@ -32,28 +32,31 @@ interface Refusal {
   message: string | undefined;
 }
 
-export function fromZodError(error: z.ZodError, schema?: z.ZodType): ServiceError {
+export function fromZodError(error: z.ZodError, schema?: z.ZodType, at: PropertyKey[] = []): ServiceError {
   const issue = error.issues[0];
   if (!issue) return serviceError('invalid_request');
   const unknownField = issue.code === 'unrecognized_keys';
   const path = unknownField ? [...issue.path, issue.keys[0]!] : issue.path;
-  const param = path.map(String).join('.') || undefined;
+  const param = [...at, ...path].map(String).join('.') || undefined;
   if (unknownField) return serviceError('invalid_request', { param, message: `Unrecognized request field: ${param}.` });
   const refusal = issue.code === 'custom' ? (issue.params?.refusal as Refusal | undefined) : undefined;
   if (refusal) return serviceError(refusal.errorCode, { ...(param && { param }), ...(refusal.message && { message: refusal.message }) });
   // A coded field answers for everything inside it: param names the field, not the array item.
   const coded = schema && codeAlong(schema, path);
   if (coded && coded.code !== 'invalid_request') {
-    const field = path.slice(0, coded.depth).map(String).join('.');
+    const field = [...at, ...path.slice(0, coded.depth)].map(String).join('.');
     return serviceError(coded.code, { ...(field && { param: field }) });
   }
   return serviceError('invalid_request', { ...(param && { param }), message: param ? `${param}: ${issue.message}` : issue.message });
 }
 
-/** Parses `input` with `schema`, or throws the spec's error for its first failure. */
-export function parseWith<T extends z.ZodType>(schema: T, input: unknown): z.output<T> {
+/**
+ * Parses `input` with `schema`, or throws the spec's error for its first failure. `at` is where
+ * the input sits in the request (`['messages', 3]` for one message), so `param` names it whole.
+ */
+export function parseWith<T extends z.ZodType>(schema: T, input: unknown, at: PropertyKey[] = []): z.output<T> {
   const parsed = schema.safeParse(input);
-  if (!parsed.success) throw fromZodError(parsed.error, schema);
+  if (!parsed.success) throw fromZodError(parsed.error, schema, at);
   return parsed.data;
 }
 

@@ -22,6 +22,15 @@ function failure(run: () => unknown): ServiceError {
 
 /** The one translation of a zod failure into the spec's error (shared/validation.ts). */
 describe('validation', () => {
+  it('names a part of the request by where it sits in the whole (one chat message of many)', () => {
+    const message = z.object({ role: z.enum(['user', 'assistant']), name: withErrorCode(z.string(), 'invalid_scope').optional() });
+    const plain = failure(() => parseWith(message, { role: 'robot' }, ['messages', 3]));
+    expect({ code: plain.code, param: plain.param }).toEqual({ code: 'invalid_request', param: 'messages.3.role' });
+    expect(plain.message).toMatch(/^messages\.3\.role: /);
+    const coded = failure(() => parseWith(message, { role: 'user', name: 7 }, ['messages', 0]));
+    expect({ code: coded.code, param: coded.param }).toEqual({ code: 'invalid_scope', param: 'messages.0.name' });
+  });
+
   it('gives a coded field its own code, with the field (not the array item) as param', () => {
     expect(failure(() => parseWith(body, { rpm_limit: 0 }))).toMatchObject({ code: 'invalid_rpm_limit', param: 'rpm_limit', status: 400 });
     expect(failure(() => parseWith(body, { scope: ['chat', 'admin'] }))).toMatchObject({ code: 'invalid_scope', param: 'scope' });

@@ -63,11 +63,7 @@ export function parseChatInput(raw: unknown, headers: { idempotencyKey: string |
   const input = parseWith(chatCompletionBody, raw ?? {});
   const plan = parseModelField(input.model);
   if (!Array.isArray(input.messages) || input.messages.length === 0) throw serviceError('missing_messages', { param: 'messages' });
-  const messages = input.messages.map((entry, i) => {
-    const checked = chatMessage.safeParse(entry);
-    if (!checked.success) throw serviceError('invalid_request', { param: `messages.${i}.${checked.error.issues[0]!.path.join('.')}`.replace(/\.$/, ''), message: `messages[${i}]: ${checked.error.issues[0]!.message}` });
-    return checked.data as ChatMessage;
-  });
+  const messages = input.messages.map((entry, i) => parseWith(chatMessage, entry, ['messages', i]) as ChatMessage);
   // Sizes and counts before capabilities. Media parts have their own limits, so the 100,000-byte
   // limit of the serialized messages counts them without their base64 payloads.
   messages.forEach(checkPartLimits);
