@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the front door's speed, the governance hot path at a fixed arrival rate, and the
- * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu runs one).
+ * CPU pool, against the real PostgreSQL and Redis (BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores runs one).
  * The API runs as its own process (as in production) on a bench database; autocannon loads it
  * from this process over loopback. Figures are printed, never asserted.
  */
@@ -23,6 +23,7 @@ import { runHotPathBench } from './hot-path.js';
 import { runBatchBench } from './batch.js';
 import { runWebhookBench } from './webhooks.js';
 import { runEmulatorEmbeddingsBench } from './emulator-embeddings.js';
+import { runVectorStoreBench } from './vector-stores.js';
 import { goal, section, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -30,7 +31,7 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -177,8 +178,27 @@ if (runs('emulator-embeddings')) {
   goal('emulator-embeddings', { figure: 'slowest model, median', target: 'well under 1 s', value: `${slowestMs.toFixed(0)} ms`, met: slowestMs < 500 });
 }
 
+if (runs('vector-stores')) {
+  console.log('');
+  section(
+    'vector-stores',
+    'Vector stores',
+    'Search and ingest of vector stores (issue 24). Search: the vector part of a search (nearestByVector, without the query\'s embedding call) in a plaintext store (pgvector HNSW, searched with the hnsw.ef_search of 100 that search.ts sets), a sealed store scanned exactly (flat) and a sealed store with IVF lists, all holding the same chunks. Their vectors are the emulator\'s embeddings of synthetic texts on 48 topics, written straight into the stores\' partitions (indexes built after the load, then VACUUM ANALYZE, as autovacuum would); queries are other texts of the same topics, run one at a time. Recall@10 is measured against an exact cosine top 10 computed in the bench; the corpus table shows how close the exact neighbours lie (at 100,000 chunks the 10th and the 20th nearest are within 0.01 of cosine), so the chunks an approximate index returns in place of those it misses are nearly as similar. HNSW index scans counts the searches PostgreSQL ran through the index rather than by an exact scan of the table. A sealed store\'s first query includes opening its vectors, which the process then keeps; its scans run on the CPU pool (CPU_POOL_THREADS, one thread less than the cores by default). Ingest: text files attached to a new plaintext store and taken through the BullMQ stages (consumers in the bench\'s process, the emulator in its own), three rounds and their median. BENCH_VS_CHUNKS (default 100000), BENCH_VS_QUERIES, BENCH_VS_INGEST_FILES, BENCH_VS_INGEST_KB and BENCH_VS_INGEST_ROUNDS change the sizes.',
+  );
+  await runVectorStoreBench({
+    databaseUrl: benchDatabase.toString(),
+    chunks: Number(process.env.BENCH_VS_CHUNKS ?? 100_000),
+    queries: Number(process.env.BENCH_VS_QUERIES ?? 200),
+    warmup: 20,
+    storeSeconds: Number(process.env.BENCH_VS_STORE_SECONDS ?? 120),
+    ingestFiles: Number(process.env.BENCH_VS_INGEST_FILES ?? 20),
+    ingestFileBytes: Number(process.env.BENCH_VS_INGEST_KB ?? 100) * 1000,
+    ingestRounds: Number(process.env.BENCH_VS_INGEST_ROUNDS ?? 3),
+  });
+}
+
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings']);
+writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores']);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });
