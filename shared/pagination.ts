@@ -68,3 +68,8 @@ function decodeCursor(cursor: string): CursorPosition {
     throw serviceError('invalid_request', { message: 'The after cursor is not one this API returned.', param: 'after' });
   }
 }
+
+/** OpenAI's list fields beside the spec's cursor (first_id, last_id), for the surfaces that mirror OpenAI's lists. */
+export function withIds<T extends { id: string }>(page: Page<T>): Page<T> & { first_id: string | null; last_id: string | null } {
+  return { ...page, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null };
+}

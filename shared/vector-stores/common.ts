@@ -3,7 +3,6 @@ import type { GatewayServices } from '../composition/gateway.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { recordEvent } from '../events/outbox.js';
 import { serviceError } from '../errors.js';
-import type { Page } from '../pagination.js';
 import * as repo from './repository.js';
 
 /** What every vector-store module shares: the services they use, the caller, and the few rules all of them apply. */
@@ -57,7 +56,4 @@ export async function assertNotSuspended(platform: Pick<GatewayServices, 'db'>, 
 
 export const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
-/** OpenAI's list fields beside the spec's cursor: first_id and last_id. */
-export function withIds<T extends { id: string }>(page: Page<T>): Page<T> & { first_id: string | null; last_id: string | null } {
-  return { ...page, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null };
-}
+export { withIds } from '../pagination.js';

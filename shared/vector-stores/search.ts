@@ -28,7 +28,7 @@ export interface Candidate {
   chunk_index: number;
 }
 
-export async function searchVectorStore(platform: GatewayServices, caller: VectorStoreCaller, call: MeteredCall, storeId: string, body: SearchBody) {
+export async function searchVectorStore(platform: GatewayServices, caller: VectorStoreCaller, call: MeteredCall, storeId: string, body: SearchBody, options: { billingKey?: string } = {}) {
   const store = await repo.findStore(platform.db, caller.developerId, storeId);
   if (!store) throw serviceError('vector_store_not_found');
   if (store.state !== 'active') throw serviceError('vector_store_unavailable');
@@ -39,7 +39,8 @@ export async function searchVectorStore(platform: GatewayServices, caller: Vecto
   const params: unknown[] = [];
   const filter = body.filters ? filterSql(body.filters, 'f.attributes', params) : 'true';
 
-  const vectors = await embedTexts(platform, call, store, queries, undefined);
+  // A billing key makes the query's embedding charge once-only (a run's file_search step run again).
+  const vectors = await embedTexts(platform, call, store, queries, options.billingKey);
   const fused = new Map<string, { candidate: Candidate; score: number }>();
   const add = (list: Candidate[]) =>
     list.forEach((candidate, rank) => {
