@@ -176,10 +176,15 @@ const configSchema = z.object({
   VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** The chat model graphrag stores extract subject-predicate-object facts with (a typed reference). */
   VECTOR_STORE_FACTS_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
+  /** The HNSW search beam of plaintext stores: wider finds more of the true nearest chunks, slower. */
+  VECTOR_STORE_HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1_000).default(200),
   /** Memory one process may hold opened sealed vectors in (the stores searched most recently stay). */
   VECTOR_STORE_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks embedded in one upstream call during ingest and migration. */
   VECTOR_STORE_EMBED_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
+
+  /** How long a run waits in requires_action for tool outputs before it expires (spec 1: 10 minutes). */
+  ASSISTANT_REQUIRES_ACTION_SECONDS: z.coerce.number().int().min(1).max(3_600).default(600),
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),

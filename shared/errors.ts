@@ -202,6 +202,23 @@ const CATALOG = {
   invalid_file_ids: { status: 400, type: 'invalid_request_error', message: 'file_ids must be a non-empty array of file ids.' },
   too_many_files: { status: 400, type: 'invalid_request_error', message: 'A file batch takes at most 500 files.' },
 
+  // Assistants, threads, runs (spec 1, "Assistants, threads, runs, batches, files").
+  invalid_model: { status: 400, type: 'invalid_request_error', message: 'model must be a chat model reference of the gateway (svc:, match:, slot:, dyn:).' },
+  invalid_tools: { status: 400, type: 'invalid_request_error', message: 'tools must be an array of at most 128 tools of type function or file_search.' },
+  invalid_tool_schema: { status: 400, type: 'invalid_request_error', message: "A function tool's parameters must be a JSON Schema object." },
+  invalid_tool_shape: { status: 400, type: 'invalid_request_error', message: 'A tool must be {type: "file_search"} or {type: "function", function: {name, description?, parameters?}} with a name of letters, digits, _ and -.' },
+  invalid_temperature: { status: 400, type: 'invalid_request_error', message: 'temperature must be a number from 0 to 2.' },
+  invalid_top_p: { status: 400, type: 'invalid_request_error', message: 'top_p must be a number from 0 to 1.' },
+  invalid_messages: { status: 400, type: 'invalid_request_error', message: 'A message needs role user or assistant and content: a non-empty string or text parts.' },
+  invalid_assistant_id: { status: 400, type: 'invalid_request_error', message: 'assistant_id must name one of your assistants.' },
+  invalid_additional_messages: { status: 400, type: 'invalid_request_error', message: 'additional_messages must be an array of messages with role user or assistant and content.' },
+  invalid_tool_call_id: { status: 400, type: 'invalid_request_error', message: 'tool_outputs must answer exactly the tool calls the run is waiting for, each once.' },
+  assistant_name_in_use: { status: 409, type: 'conflict_error', message: 'Another active assistant of yours already has that name.' },
+  thread_full: { status: 409, type: 'conflict_error', message: 'The thread has reached its 5,000 messages.' },
+  thread_locked: { status: 409, type: 'conflict_error', message: 'The thread has an active run; wait for it to finish or cancel it.' },
+  run_not_in_requires_action: { status: 409, type: 'conflict_error', message: 'Tool outputs are taken only while the run requires action.' },
+  run_already_completed: { status: 409, type: 'conflict_error', message: 'The run has already finished.' },
+
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
 } as const satisfies Record<string, ErrorSpec>;

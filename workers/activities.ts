@@ -2,6 +2,7 @@ import type { GatewayServices } from '../shared/composition/gateway.js';
 import { createWebhookActivities } from './webhook-activities.js';
 import { createBatchActivities } from './batch-activities.js';
 import { createVectorStoreActivities } from './vector-store-activities.js';
+import { createAssistantActivities } from './assistant-activities.js';
 
 /**
  * Activities are thin adapters over domain code, made by a factory over the process's shared
@@ -12,5 +13,6 @@ export function createActivities(platform: GatewayServices): Record<string, (...
     ...createWebhookActivities(platform),
     ...createBatchActivities(platform),
     ...createVectorStoreActivities(platform),
+    ...createAssistantActivities(platform),
   };
 }

@@ -8,3 +8,4 @@ export { webhookDeliveryWorkflow } from './webhook-delivery.js';
 export { batchWorkflow } from './batch.js';
 export { vectorStoreDeletionWorkflow } from './vector-store-deletion.js';
 export { vectorStoreMigrationWorkflow } from './vector-store-migration.js';
+export { assistantRunWorkflow } from './assistant-run.js';

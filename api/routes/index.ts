@@ -1,6 +1,7 @@
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import type { RouteDefinition } from '../route-table.js';
 import { accountRoutes } from './accounts.js';
+import { assistantRoutes } from './assistants.js';
 import { batchRoutes } from './batches.js';
 import { billingRoutes } from './billing.js';
 import { chatRoutes } from './chat.js';
@@ -42,6 +43,7 @@ export function gatewayRoutes(platform: GatewayServices): RouteDefinition[] {
     ...fileRoutes(platform),
     ...batchRoutes(platform),
     ...vectorStoreRoutes(platform),
+    ...assistantRoutes(platform),
   ];
   return table;
 }

@@ -29,6 +29,7 @@ export const SURFACES: Record<string, SurfaceInfo> = {
   'audio.speech': { compatible_with: 'openai.audio.speech' },
   files: { compatible_with: 'openai.files' },
   batches: { compatible_with: 'openai.batches' },
+  assistants: { compatible_with: 'openai.beta.assistants', notes: 'Assistants v2: assistants, threads, messages, runs (Temporal workflows), steps, submit_tool_outputs, file_search over vector stores' },
   vector_stores: { compatible_with: 'openai.vector_stores', notes: 'plus embedding_model, encryption (managed, byok), vector_sealing, vector_index, graphrag_enabled; unlock and hybrid search' },
   customers: { compatible_with: 'svc.customers' },
   client_tokens: { compatible_with: 'svc.client_tokens' },
@@ -44,7 +45,6 @@ export const SURFACES: Record<string, SurfaceInfo> = {
 
 /** On the published roadmap, not yet mounted. */
 const PLANNED: CompatibleSurface[] = [
-  { surface: 'assistants', compatible_with: 'openai.beta.assistants', paths: ['/v1/assistants', '/v1/threads'], status: 'planned' },
   { surface: 'conversations', compatible_with: 'svc.conversations', paths: ['/v1/conversations'], status: 'planned' },
 ];
 

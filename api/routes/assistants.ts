@@ -1,0 +1,143 @@
+import type { Request } from 'express';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { createAssistant, deleteAssistant, getAssistant, listAssistants, updateAssistant } from '../../shared/assistants/assistants.js';
+import { cancelRun, createRun, createThreadAndRun, getRun, getStep, listRuns, listSteps, submitToolOutputs, updateRun } from '../../shared/assistants/runs.js';
+import {
+  assistantBody,
+  assistantUpdateBody,
+  listQuery,
+  messageBody,
+  messageListQuery,
+  runBody,
+  runUpdateBody,
+  threadAndRunBody,
+  threadBody,
+  threadUpdateBody,
+  toolOutputsBody,
+} from '../../shared/assistants/schemas.js';
+import { createMessage, createThread, deleteThread, getMessage, getThread, listMessages, updateMessage, updateThread, type ThreadCaller } from '../../shared/assistants/threads.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { meteredCallOf } from '../middleware/metered-call.js';
+import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
+
+/**
+ * Assistants, threads, messages and runs (OpenAI's Assistants v2, so the openai SDK's
+ * beta.assistants and beta.threads work unchanged). Assistants are managed with a developer key;
+ * threads and runs are also reachable by client tokens with the assistants_threads scope, for
+ * their own customer's threads only (spec 1, "Client-token reach").
+ */
+export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
+  const surface = 'assistants';
+  const developer = (req: Request) => principalOf(req).accountId;
+  const thread = (req: Request) => String(req.params.threadId);
+  const run = (req: Request) => String(req.params.runId);
+  /** The caller of a thread route: a client token reaches only its customer's threads; Svc-Customer under a key bills runs to that customer. */
+  const caller = (req: Request): ThreadCaller => {
+    const call = meteredCallOf(req);
+    const pinned = req.credential?.scheme === 'client' ? (call.customer?.id ?? null) : null;
+    return { developerId: call.developerId, payerAccountId: call.payerAccountId, customerId: pinned, billedCustomerId: call.customer?.id ?? null };
+  };
+  const threads = metered('api:chat', 'assistants_threads');
+  const threadReads = metered('api:read', 'assistants_threads');
+  const threadAdmin = metered('api:write', null);
+  // The SDK's poll helpers wait this long between reads when it says so.
+  const pollSoon = (res: { setHeader(name: string, value: string): unknown }) => res.setHeader('openai-poll-after-ms', '200');
+
+  return [
+    route({
+      method: 'post', path: '/v1/assistants', surface, summary: 'Create an assistant', access: developerKey('api:write'), input: { body: assistantBody },
+      handle: async (req, res, { body }) => res.json(await createAssistant(platform, developer(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/assistants', surface, summary: 'List assistants', access: developerKey('api:read'), input: { query: listQuery },
+      handle: async (req, res, { query }) => res.json(await listAssistants(platform.db, developer(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/assistants/:id', surface, summary: 'Retrieve an assistant', access: developerKey('api:read'),
+      handle: async (req, res) => res.json(await getAssistant(platform.db, developer(req), String(req.params.id))),
+    }),
+    route({
+      method: 'post', path: '/v1/assistants/:id', surface, summary: 'Modify an assistant', access: developerKey('api:write'), input: { body: assistantUpdateBody },
+      handle: async (req, res, { body }) => res.json(await updateAssistant(platform, developer(req), String(req.params.id), body)),
+    }),
+    route({
+      method: 'delete', path: '/v1/assistants/:id', surface, summary: 'Delete an assistant', access: developerKey('api:write'),
+      handle: async (req, res) => res.json(await deleteAssistant(platform.db, developer(req), String(req.params.id))),
+    }),
+
+    route({
+      method: 'post', path: '/v1/threads', surface, summary: 'Create a thread', access: threads, input: { body: threadBody, bodyOptional: true },
+      handle: async (req, res, { body }) => res.json(await createThread(platform, caller(req), body)),
+    }),
+    route({
+      method: 'post', path: '/v1/threads/runs', surface, summary: 'Create a thread and run it', access: threads, input: { body: threadAndRunBody },
+      handle: async (req, res, { body }) => res.json(await createThreadAndRun(platform, caller(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId', surface, summary: 'Retrieve a thread', access: threadReads,
+      handle: async (req, res) => res.json(await getThread(platform.db, caller(req), thread(req))),
+    }),
+    route({
+      method: 'post', path: '/v1/threads/:threadId', surface, summary: 'Modify a thread', access: threadAdmin, input: { body: threadUpdateBody },
+      handle: async (req, res, { body }) => res.json(await updateThread(platform.db, caller(req), thread(req), body)),
+    }),
+    route({
+      method: 'delete', path: '/v1/threads/:threadId', surface, summary: 'Delete a thread', access: threadAdmin,
+      handle: async (req, res) => res.json(await deleteThread(platform.db, caller(req), thread(req))),
+    }),
+
+    route({
+      method: 'post', path: '/v1/threads/:threadId/messages', surface, summary: 'Add a message to a thread', access: threads, input: { body: messageBody },
+      handle: async (req, res, { body }) => res.json(await createMessage(platform, caller(req), thread(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/messages', surface, summary: "List a thread's messages", access: threadReads, input: { query: messageListQuery },
+      handle: async (req, res, { query }) => res.json(await listMessages(platform.db, caller(req), thread(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/messages/:messageId', surface, summary: 'Retrieve a message', access: threadReads,
+      handle: async (req, res) => res.json(await getMessage(platform.db, caller(req), thread(req), String(req.params.messageId))),
+    }),
+    route({
+      method: 'post', path: '/v1/threads/:threadId/messages/:messageId', surface, summary: "Modify a message's metadata", access: threadAdmin, input: { body: runUpdateBody },
+      handle: async (req, res, { body }) => res.json(await updateMessage(platform.db, caller(req), thread(req), String(req.params.messageId), body.metadata)),
+    }),
+
+    route({
+      method: 'post', path: '/v1/threads/:threadId/runs', surface, summary: 'Create a run (a Temporal workflow whose id is the run id)', access: threads, input: { body: runBody },
+      handle: async (req, res, { body }) => res.json(await createRun(platform, caller(req), thread(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/runs', surface, summary: "List a thread's runs", access: threadReads, input: { query: listQuery },
+      handle: async (req, res, { query }) => res.json(await listRuns(platform.db, caller(req), thread(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/runs/:runId', surface, summary: 'Retrieve a run', access: threadReads,
+      handle: async (req, res) => {
+        pollSoon(res);
+        res.json(await getRun(platform.db, caller(req), thread(req), run(req)));
+      },
+    }),
+    route({
+      method: 'post', path: '/v1/threads/:threadId/runs/:runId', surface, summary: "Modify a run's metadata", access: threadAdmin, input: { body: runUpdateBody },
+      handle: async (req, res, { body }) => res.json(await updateRun(platform.db, caller(req), thread(req), run(req), body.metadata)),
+    }),
+    route({
+      method: 'post', path: '/v1/threads/:threadId/runs/:runId/submit_tool_outputs', surface, summary: 'Submit the outputs of the function calls a run waits for', access: threads,
+      input: { body: toolOutputsBody },
+      handle: async (req, res, { body }) => res.json(await submitToolOutputs(platform, caller(req), thread(req), run(req), body)),
+    }),
+    route({
+      method: 'post', path: '/v1/threads/:threadId/runs/:runId/cancel', surface, summary: 'Cancel a run', access: threads,
+      handle: async (req, res) => res.json(await cancelRun(platform, caller(req), thread(req), run(req))),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/runs/:runId/steps', surface, summary: "List a run's steps", access: threadReads, input: { query: listQuery },
+      handle: async (req, res, { query }) => res.json(await listSteps(platform.db, caller(req), thread(req), run(req), query.order)),
+    }),
+    route({
+      method: 'get', path: '/v1/threads/:threadId/runs/:runId/steps/:stepId', surface, summary: 'Retrieve a run step', access: threadReads,
+      handle: async (req, res) => res.json(await getStep(platform.db, caller(req), thread(req), run(req), String(req.params.stepId))),
+    }),
+  ];
+}

@@ -1,0 +1,80 @@
+import { ApplicationFailure, condition, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import type { AssistantActivities } from '../workers/assistant-activities.js';
+import { RESOURCE_STEP } from './activity-profiles.js';
+
+/** Mirrors shared/assistants/runs.ts (workflow code imports no runtime code from shared/). */
+export interface RunWorkflowInput {
+  runId: string;
+  requiresActionSeconds: number;
+}
+
+/** Wake-ups only: submit_tool_outputs and cancel write the run row first, and the activities read it. */
+export const toolOutputsSignal = defineSignal('toolOutputs');
+export const cancelRunSignal = defineSignal('cancelRun');
+
+const steps = proxyActivities<AssistantActivities>(RESOURCE_STEP);
+/** A model call (chat's own deadline is 2 minutes, retries included); a permanent refusal fails at once. */
+const { runModelStep } = proxyActivities<AssistantActivities>({ startToCloseTimeout: '5 minutes', retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 6 } });
+
+/** Model calls one run may make before it fails (shared/assistants/run-engine.ts MAX_RUN_STEPS). */
+const MAX_RUN_STEPS = 24;
+
+/**
+ * One run of an assistant on a thread (workflow id = run id). Its history reads: startRun, then
+ * runModelStep 0, 1, ... (each one model call through the gateway's chat path, file_search run
+ * inside it), waiting between them for tool outputs when the model calls a function, until the
+ * model answers in text; then finishRun. A worker killed mid-step is replaced and the step,
+ * recorded once, answers as it did.
+ */
+export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<string> {
+  const { runId } = input;
+  let woken = false;
+  setHandler(toolOutputsSignal, () => {
+    woken = true;
+  });
+  setHandler(cancelRunSignal, () => {
+    woken = true;
+  });
+  try {
+    const started = await steps.startRun(runId);
+    if (started.cancelling) return finish(runId, 'cancelled');
+    if (!started.running) return 'stopped';
+    for (let step = 0; step < MAX_RUN_STEPS; ) {
+      const outcome = await runModelStep(runId, step);
+      switch (outcome.kind) {
+        case 'message':
+          return finish(runId, 'completed');
+        case 'cancelling':
+          return finish(runId, 'cancelled');
+        case 'stopped':
+          return 'stopped';
+        case 'tools':
+          step = outcome.nextStep;
+          break;
+        case 'requires_action': {
+          let after: Awaited<ReturnType<AssistantActivities['afterRequiresAction']>>;
+          do {
+            woken = false;
+            await condition(() => woken, `${input.requiresActionSeconds} seconds`);
+            after = await steps.afterRequiresAction(runId);
+          } while (after === 'waiting');
+          if (after === 'cancelling') return finish(runId, 'cancelled');
+          if (after === 'expired' || after === 'stopped') return after;
+          step += 1;
+          break;
+        }
+      }
+    }
+    throw ApplicationFailure.create({ message: `the run made ${MAX_RUN_STEPS} model calls without an answer`, type: 'max_steps', nonRetryable: true });
+  } catch (error) {
+    const failure = error instanceof Error ? (error.cause instanceof ApplicationFailure ? error.cause : error) : undefined;
+    const code = failure instanceof ApplicationFailure && failure.type ? failure.type : 'server_error';
+    await steps.finishRun(runId, 'failed', { code, message: failure?.message ?? 'The run failed.' });
+    return 'failed';
+  }
+}
+
+async function finish(runId: string, outcome: 'completed' | 'cancelled'): Promise<string> {
+  await steps.finishRun(runId, outcome, undefined);
+  return outcome;
+}
