@@ -350,7 +350,7 @@ async function loadStore(
     if (!sealed) {
       const buildStarted = performance.now();
       await repo.createSpaceIndex(client, store.id, space, DIMS);
-      build = { what: 'HNSW m 16, ef_construction 64', seconds: (performance.now() - buildStarted) / 1000 };
+      build = { what: `HNSW m ${repo.HNSW.m}, ef_construction ${repo.HNSW.efConstruction}`, seconds: (performance.now() - buildStarted) / 1000 };
     }
     await client.query('RESET maintenance_work_mem');
     // What autovacuum would do in the next minutes (and would otherwise do during the searches):

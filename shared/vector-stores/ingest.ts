@@ -120,6 +120,16 @@ async function keysOf(platform: GatewayServices, store: repo.VectorStoreRow, job
 }
 
 const extractedKey = (job: IngestJob) => `vsx_${job.storeId}_${job.fileId}_${job.attempt}`;
+const chunkedKey = (job: IngestJob) => `vsc_${job.storeId}_${job.fileId}_${job.attempt}`;
+
+/** A chunk as the chunk stage plans it for the embed stage (text sealed for an encrypted store). */
+interface PlannedChunk {
+  chunkIndex: number;
+  tokens: number;
+  text: string | null;
+  textSealed: string | null;
+  terms: string[] | null;
+}
 
 const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) => Promise<unknown>> = {
   /** parse: the file's bytes to text, kept (sealed for an encrypted store) for the chunk stage. */
@@ -139,7 +149,10 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     return { characters: text.length };
   },
 
-  /** chunk: token windows of the file's strategy, written as the file's chunks (replacing any a killed run left). */
+  /**
+   * chunk: token windows of the file's strategy, sealed and blind-indexed for an encrypted store,
+   * kept for the embed stage (any chunks a killed earlier run wrote are removed).
+   */
   async chunk(platform, job) {
     const context = await contextOf(platform, job, false);
     if (!context) return { stale: true };
@@ -148,18 +161,22 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     const text = (context.keys ? open(context.keys.text, body, extractedKey(job)) : body).toString('utf8');
     const chunks = chunkText(text, context.file.chunking);
     const { store, keys, space } = context;
-    const written = chunks.map((chunk) => ({
+    const planned: PlannedChunk[] = chunks.map((chunk) => ({
       chunkIndex: chunk.index,
       tokens: chunk.tokens,
       text: keys ? null : chunk.text,
-      textSealed: keys ? sealText(keys, chunk.text, textAad(store.id, job.fileId, chunk.index)) : null,
+      textSealed: keys ? sealText(keys, chunk.text, textAad(store.id, job.fileId, chunk.index)).toString('base64') : null,
       terms: keys ? blindTerms(keys, chunk.text) : null,
     }));
+    await storage.write(chunkedKey(job), (async function* () {
+      yield JSON.stringify(planned);
+    })());
     const current = await withTransaction(platform.db, async (client) => {
       // Under the file's row lock: a cancel or retry that commits first leaves this write out.
       const file = await repo.findStoreFile(client, job.storeId, job.fileId, true);
       if (!file || file.attempt !== job.attempt || file.status !== 'in_progress') return false;
-      await repo.replaceChunks(client, store.id, space, job.fileId, written);
+      await repo.replaceChunks(client, store.id, space, job.fileId, []);
+      await repo.setChunkCount(client, store.id, job.fileId, planned.length);
       return true;
     });
     if (!current) return { stale: true };
@@ -168,38 +185,51 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     return { chunks: chunks.length };
   },
 
-  /** embed: the chunks without a vector, a batch at a time, each batch one metered call billed once. */
+  /**
+   * embed: the planned chunks not written yet, a batch at a time, each batch one metered call
+   * billed once, written whole with its vectors (so each row enters the partition's full-text and
+   * vector indexes once, not once for its text and again for its vector).
+   */
   async embed(platform, job) {
     const context = await contextOf(platform, job, false);
     if (!context) return { stale: true };
     const { store, file, keys } = context;
     const space = job.space ?? context.space;
     const call = await meteredCallOf(platform, file);
-    let embedded = 0;
-    for (;;) {
-      const pending = await repo.unembeddedChunks(platform.db, store.id, space, job.fileId, platform.config.VECTOR_STORE_EMBED_BATCH);
-      if (pending.length === 0) break;
-      const texts = pending.map((chunk) => chunk.text ?? open(keys!.text, chunk.text_sealed!, textAad(store.id, job.fileId, chunk.chunk_index)).toString('utf8'));
-      const vectors = await embedTexts(platform, call, store, texts, `vs:${store.id}:${space}:${job.fileId}:${job.attempt}:${pending[0]!.chunk_index}`);
-      await repo.writeEmbeddings(
-        platform.db,
-        store.id,
-        space,
-        job.fileId,
-        pending.map((chunk, i) => {
-          const sealed = store.vector_sealing === 'full';
-          return {
-            chunkIndex: chunk.chunk_index,
+    const planned = JSON.parse((await readAll(fileStorageFor(platform.config).read(chunkedKey(job)))).toString('utf8')) as PlannedChunk[];
+    const written = await repo.writtenChunkIndexes(platform.db, store.id, space, job.fileId);
+    const missing = planned.filter((chunk) => !written.has(chunk.chunkIndex));
+    const batchSize = platform.config.VECTOR_STORE_EMBED_BATCH;
+    const sealed = store.vector_sealing === 'full';
+    for (let from = 0; from < missing.length; from += batchSize) {
+      const batch = missing.slice(from, from + batchSize);
+      const texts = batch.map((chunk) => chunk.text ?? open(keys!.text, Buffer.from(chunk.textSealed!, 'base64'), textAad(store.id, job.fileId, chunk.chunkIndex)).toString('utf8'));
+      const vectors = await embedTexts(platform, call, store, texts, `vs:${store.id}:${space}:${job.fileId}:${job.attempt}:${batch[0]!.chunkIndex}`);
+      const current = await withTransaction(platform.db, async (client) => {
+        const locked = await repo.findStoreFile(client, job.storeId, job.fileId, true);
+        if (!locked || locked.attempt !== job.attempt || locked.status !== 'in_progress') return false;
+        await repo.insertEmbeddedChunks(
+          client,
+          store.id,
+          space,
+          job.fileId,
+          batch.map((chunk, i) => ({
+            chunkIndex: chunk.chunkIndex,
+            tokens: chunk.tokens,
+            text: chunk.text,
+            textSealed: chunk.textSealed === null ? null : Buffer.from(chunk.textSealed, 'base64'),
+            terms: chunk.terms,
             embedding: sealed ? null : vectors[i]!,
-            sealed: sealed ? sealVector(keys!, vectors[i]!, vectorAad(store.id, space, job.fileId, chunk.chunk_index)) : null,
-          };
-        }),
-      );
-      embedded += pending.length;
-      await repo.touchFile(platform.db, store.id, job.fileId, job.attempt);
+            embeddingSealed: sealed ? sealVector(keys!, vectors[i]!, vectorAad(store.id, space, job.fileId, chunk.chunkIndex)) : null,
+          })),
+        );
+        await repo.touchFile(client, store.id, job.fileId, job.attempt);
+        return true;
+      });
+      if (!current) return { stale: true };
     }
     await enqueueNext(platform, store.graphrag_enabled ? 'facts' : 'store', job);
-    return { embedded };
+    return { embedded: missing.length };
   },
 
   /** facts (graphrag stores): subject-predicate-object triples of each chunk, through the chat path. */
@@ -233,10 +263,10 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
       return { rechunked: store.active_space };
     }
     const totals = await repo.chunkTotals(platform.db, store.id, space, job.fileId);
-    if (totals.embedded < totals.chunks) {
-      // A chunk lost its vector to a concurrent re-chunk: embed again.
+    if (totals.embedded < context.file.chunk_count) {
+      // Chunks are missing (removed by a concurrent re-chunk): embed again.
       await platform.queues.queue<IngestJob>(ingestQueue('embed')).add('embed', job, { ...JOB_OPTIONS, jobId: `${jobIdOf('embed', job)}-again-${Date.now()}` });
-      return { waiting: totals.chunks - totals.embedded };
+      return { waiting: context.file.chunk_count - totals.embedded };
     }
     const usageBytes = totals.text_bytes + totals.chunks * store.dimensions * 4;
     const completed = await withTransaction(platform.db, async (client) => {
@@ -246,6 +276,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     });
     if (completed?.batch_id) await finishBatchOf(platform, completed);
     if (completed) await repo.touchStore(platform.db, store.id);
+    await fileStorageFor(platform.config).delete(chunkedKey(job));
     if (completed && store.vector_index === 'ivf') await queueIvfBuild(platform, { storeId: store.id, ...(job.wrappedKey && { wrappedKey: job.wrappedKey }) });
     return { chunks: totals.chunks, completed: Boolean(completed) };
   },
@@ -273,6 +304,7 @@ async function failFile(platform: GatewayServices, job: IngestJob, error: { code
   });
   if (failedFile?.batch_id) await finishBatchOf(platform, failedFile);
   await fileStorageFor(platform.config).delete(extractedKey(job));
+  await fileStorageFor(platform.config).delete(chunkedKey(job));
 }
 
 /** The metered call an ingest's embeddings bill to: the attach's payer, or the customer it named. */

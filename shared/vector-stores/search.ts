@@ -84,7 +84,10 @@ export async function nearestByVector(platform: GatewayServices, store: repo.Vec
        ORDER BY c.embedding::${cast} <=> $${params.length - 1}::${cast} LIMIT $${params.length}`;
     return withTransaction(platform.db, async (client) => {
       // Filtered HNSW scans keep going until enough rows pass the filter (pgvector 0.8's iterative scans).
-      await client.query(`SET LOCAL hnsw.ef_search = ${Math.max(100, limit)}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+      // Between about 6k and 40k chunks PostgreSQL costs a sequential scan and sort below the index
+      // (the vectors are TOASTed, so the table looks cheap to read): measured 96 ms against 2.8 ms.
+      const planner = index === 'hnsw' ? 'SET LOCAL enable_seqscan = off;' : '';
+      await client.query(`${planner} SET LOCAL hnsw.ef_search = ${Math.max(platform.config.VECTOR_STORE_HNSW_EF_SEARCH, limit)}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
       return (await client.query<Candidate>(sql, params)).rows;
     });
   }
