@@ -107,6 +107,37 @@ describe('through the official openai SDK', () => {
   });
 });
 
+describe('streaming', () => {
+  it("streams a run's events in order, fed from the workflow's progress, through requires_action and the submitted outputs", async () => {
+    const assistant = await client.beta.assistants.create({ model: MODEL, tools: [WEATHER_TOOL] });
+    const thread = await client.beta.threads.create({ messages: [{ role: 'user', content: 'EMULATOR_CALL_TOOL weather in Bergen' }] });
+    const first: string[] = [];
+    const stream = client.beta.threads.runs.stream(thread.id, { assistant_id: assistant.id });
+    for await (const event of stream) first.push(event.event);
+    expect(first).toEqual(['thread.run.created', 'thread.run.queued', 'thread.run.in_progress', 'thread.run.step.created', 'thread.run.requires_action']);
+    const run = stream.currentRun()!;
+    expect(run.status).toBe('requires_action');
+
+    const toolCall = run.required_action!.submit_tool_outputs.tool_calls[0]!;
+    const second: string[] = [];
+    const resumed = client.beta.threads.runs.submitToolOutputsStream(run.id, { thread_id: thread.id, tool_outputs: [{ tool_call_id: toolCall.id, output: 'rain' }] });
+    for await (const event of resumed) second.push(event.event);
+    expect(second).toEqual([
+      'thread.run.in_progress',
+      'thread.run.step.created',
+      'thread.message.created',
+      'thread.message.delta',
+      'thread.message.completed',
+      'thread.run.step.completed',
+      'thread.run.completed',
+    ]);
+    const [message] = await resumed.finalMessages();
+    const stored = (await client.beta.threads.messages.list(thread.id)).data[0]!;
+    expect(message!.id).toBe(stored.id);
+    expect(message!.content.map((part) => part.type === 'text' && part.text.value)).toEqual(stored.content.map((part) => part.type === 'text' && part.text.value));
+  });
+});
+
 describe('validation codes', () => {
   const cases: [string, Record<string, unknown>, string, string][] = [
     ['a bare model name', { model: 'gpt-4o' }, 'invalid_model', 'model'],

@@ -16,8 +16,9 @@ import {
   toolOutputsBody,
 } from '../../shared/assistants/schemas.js';
 import { createMessage, createThread, deleteThread, getMessage, getThread, listMessages, updateMessage, updateThread, type ThreadCaller } from '../../shared/assistants/threads.js';
+import { runEventStream, type RunEvent } from '../../shared/assistants/run-events.js';
 import { principalOf } from '../middleware/authenticate.js';
-import { meteredCallOf } from '../middleware/metered-call.js';
+import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
 import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
 
 /**
@@ -40,6 +41,18 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
   const threads = metered('api:chat', 'assistants_threads');
   const threadReads = metered('api:read', 'assistants_threads');
   const threadAdmin = metered('api:write', null);
+  /**
+   * stream: true — OpenAI's assistant stream events as server-sent events: the run's creation, then
+   * what its workflow's activities publish as they go, until it finishes or waits for tool outputs.
+   */
+  const streamRun = async (req: Request, res: import('express').Response, runId: string, afterEventId: string, first: RunEvent[]) => {
+    res.status(200).setHeader('content-type', 'text/event-stream');
+    res.setHeader('cache-control', 'no-cache');
+    const send = ({ event, data }: RunEvent) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    first.forEach(send);
+    for await (const event of runEventStream(platform.redis, platform.config.REDIS_KEY_PREFIX, runId, afterEventId, abortWhenClientLeaves(res))) send(event);
+    if (!res.writableEnded) res.end('event: done\ndata: [DONE]\n\n');
+  };
   // The SDK's poll helpers wait this long between reads when it says so.
   const pollSoon = (res: { setHeader(name: string, value: string): unknown }) => res.setHeader('openai-poll-after-ms', '200');
 
@@ -71,7 +84,11 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'post', path: '/v1/threads/runs', surface, summary: 'Create a thread and run it', access: threads, input: { body: threadAndRunBody },
-      handle: async (req, res, { body }) => res.json(await createThreadAndRun(platform, caller(req), body)),
+      handle: async (req, res, { body }) => {
+        const created = await createThreadAndRun(platform, caller(req), body);
+        if (!body.stream) return res.json(created);
+        await streamRun(req, res, created.id, '0', [{ event: 'thread.run.created', data: created }, { event: 'thread.run.queued', data: created }]);
+      },
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId', surface, summary: 'Retrieve a thread', access: threadReads,
@@ -105,7 +122,11 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
 
     route({
       method: 'post', path: '/v1/threads/:threadId/runs', surface, summary: 'Create a run (a Temporal workflow whose id is the run id)', access: threads, input: { body: runBody },
-      handle: async (req, res, { body }) => res.json(await createRun(platform, caller(req), thread(req), body)),
+      handle: async (req, res, { body }) => {
+        const created = await createRun(platform, caller(req), thread(req), body);
+        if (!body.stream) return res.json(created);
+        await streamRun(req, res, created.id, '0', [{ event: 'thread.run.created', data: created }, { event: 'thread.run.queued', data: created }]);
+      },
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/runs', surface, summary: "List a thread's runs", access: threadReads, input: { query: listQuery },
@@ -125,7 +146,11 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId/submit_tool_outputs', surface, summary: 'Submit the outputs of the function calls a run waits for', access: threads,
       input: { body: toolOutputsBody },
-      handle: async (req, res, { body }) => res.json(await submitToolOutputs(platform, caller(req), thread(req), run(req), body)),
+      handle: async (req, res, { body }) => {
+        const submitted = await submitToolOutputs(platform, caller(req), thread(req), run(req), body);
+        if (!body.stream) return res.json(submitted.run);
+        await streamRun(req, res, submitted.run.id, submitted.afterEventId, [{ event: 'thread.run.in_progress', data: submitted.run }]);
+      },
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId/cancel', surface, summary: 'Cancel a run', access: threads,

@@ -9,8 +9,10 @@ import { parseChatInput, planChat } from '../inference/chat.js';
 import { completeChat } from '../inference/complete-chat.js';
 import { resolutionContextFor } from '../models/definitions.js';
 import { searchVectorStore } from '../vector-stores/search.js';
+import { publishRunEvents, type RunEvent } from './run-events.js';
 import * as repo from './repository.js';
-import { MAX_THREAD_MESSAGES, type MessageContentText } from './threads.js';
+import { formatRun, formatStep } from './runs.js';
+import { formatMessage, MAX_THREAD_MESSAGES, type MessageContentText } from './threads.js';
 
 /**
  * What a run's workflow does, step by step, as activities (workflows/assistant-run.ts): each model
@@ -30,7 +32,10 @@ export type StepOutcome = { kind: 'message' } | { kind: 'tools'; nextStep: numbe
 /** queued -> in_progress; false when the run is no longer queued (cancelled first, or already started). */
 export async function startRun(platform: GatewayServices, runId: string): Promise<{ running: boolean; cancelling: boolean }> {
   const started = await repo.moveRun(platform.db, runId, ['queued'], 'in_progress');
-  if (started) return { running: true, cancelling: false };
+  if (started) {
+    await publish(platform, runId, [{ event: 'thread.run.in_progress', data: formatRun(started, []) }]);
+    return { running: true, cancelling: false };
+  }
   const run = await repo.findRunById(platform.db, runId);
   return { running: run?.status === 'in_progress', cancelling: run?.status === 'cancelling' };
 }
@@ -54,17 +59,26 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
 
   if (toolCalls.length === 0) {
     const text = typeof choice.message.content === 'string' ? choice.message.content : '';
-    await withTransaction(platform.db, async (client) => {
+    const { message, step } = await withTransaction(platform.db, async (client) => {
       const messageId = newId('msg_');
       const appended = await repo.appendMessages(client, run.thread_id, [
         { id: messageId, role: 'assistant', content: [withCitations(text, priorSteps)], attachments: null, assistant_id: run.assistant_id, run_id: run.id, step_index: stepIndex, metadata: null },
       ], MAX_THREAD_MESSAGES);
       if (appended === 'full') throw serviceError('thread_full');
-      await repo.recordStep(client, {
+      const recordedStep = await repo.recordStep(client, {
         id: newId('step_'), run_id: run.id, step_index: stepIndex, type: 'message_creation', status: 'completed',
         step_details: { type: 'message_creation', message_creation: { message_id: appended[0]!.id } }, ...usage,
       });
+      return { message: appended[0]!, step: recordedStep };
     });
+    const formatted = formatMessage(message);
+    await publish(platform, run.id, [
+      { event: 'thread.run.step.created', data: { ...formatStep(run, step), status: 'in_progress', completed_at: null } },
+      { event: 'thread.message.created', data: { ...formatted, status: 'in_progress', content: [] } },
+      { event: 'thread.message.delta', data: { id: message.id, object: 'thread.message.delta', delta: { content: (message.content as MessageContentText[]).map((part, index) => ({ index, ...part })) } } },
+      { event: 'thread.message.completed', data: formatted },
+      { event: 'thread.run.step.completed', data: formatStep(run, step) },
+    ]);
     return { kind: 'message' };
   }
 
@@ -79,18 +93,25 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
     }
   }
   const pending = records.filter((record): record is Extract<repo.ToolCallRecord, { type: 'function' }> => record.type === 'function');
-  await withTransaction(platform.db, async (client) => {
-    await repo.recordStep(client, {
+  const { step, waiting } = await withTransaction(platform.db, async (client) => {
+    const recordedStep = await repo.recordStep(client, {
       id: newId('step_'), run_id: run.id, step_index: stepIndex, type: 'tool_calls', status: pending.length > 0 ? 'in_progress' : 'completed',
       step_details: { type: 'tool_calls', tool_calls: records }, ...usage,
     });
-    if (pending.length > 0) {
-      await repo.moveRun(client, run.id, ['in_progress'], 'requires_action', {
-        required_action: { type: 'submit_tool_outputs', submit_tool_outputs: { tool_calls: pending.map((call) => ({ id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } })) } },
-        expiresInSeconds: platform.config.ASSISTANT_REQUIRES_ACTION_SECONDS,
-      });
-    }
+    const moved =
+      pending.length > 0
+        ? await repo.moveRun(client, run.id, ['in_progress'], 'requires_action', {
+            required_action: { type: 'submit_tool_outputs', submit_tool_outputs: { tool_calls: pending.map((call) => ({ id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } })) } },
+            expiresInSeconds: platform.config.ASSISTANT_REQUIRES_ACTION_SECONDS,
+          })
+        : undefined;
+    return { step: recordedStep, waiting: moved };
   });
+  await publish(platform, run.id, [
+    { event: 'thread.run.step.created', data: formatStep(run, step) },
+    ...(step.status === 'completed' ? [{ event: 'thread.run.step.completed', data: formatStep(run, step) }] : []),
+    ...(waiting ? [{ event: 'thread.run.requires_action', data: formatRun(waiting, []) }] : []),
+  ]);
   return pending.length > 0 ? { kind: 'requires_action' } : { kind: 'tools', nextStep: stepIndex + 1 };
 }
 
@@ -122,14 +143,26 @@ export async function afterRequiresAction(platform: GatewayServices, runId: stri
 
 /** The run's end: its state, its unfinished steps, and run.completed / run.failed / run.cancelled, in one transaction. */
 export async function finishRun(platform: GatewayServices, runId: string, outcome: 'completed' | 'failed' | 'cancelled' | 'expired', error?: { code: string; message: string }): Promise<void> {
-  await withTransaction(platform.db, async (client) => {
+  const finished = await withTransaction(platform.db, async (client) => {
     const from: repo.RunStatus[] = outcome === 'cancelled' ? ['queued', 'in_progress', 'requires_action', 'cancelling'] : ['queued', 'in_progress', 'requires_action', 'cancelling'];
-    const finished = await repo.moveRun(client, runId, from, outcome, { required_action: null, ...(error && { last_error: error }) });
-    if (!finished) return;
+    const moved = await repo.moveRun(client, runId, from, outcome, { required_action: null, ...(error && { last_error: error }) });
+    if (!moved) return undefined;
+    const finished = moved;
     await repo.closeOpenSteps(client, runId, outcome === 'completed' ? 'failed' : outcome === 'cancelled' ? 'cancelled' : outcome === 'expired' ? 'expired' : 'failed');
     const type = outcome === 'completed' ? 'run.completed' : outcome === 'cancelled' ? 'run.cancelled' : 'run.failed';
     await recordEvent(client, finished.developer_id, type, { id: runId, thread_id: finished.thread_id, assistant_id: finished.assistant_id, status: outcome, ...(error && { last_error: error }) });
+    return finished;
   });
+  if (finished) await publish(platform, runId, [{ event: `thread.run.${outcome}`, data: formatRun(finished, await repo.stepsOf(platform.db, runId)) }]);
+}
+
+/** Progress for the run's stream followers; a follower that misses it still finds the state in the row. */
+async function publish(platform: GatewayServices, runId: string, events: RunEvent[]): Promise<void> {
+  try {
+    await publishRunEvents(platform.redis, platform.config.REDIS_KEY_PREFIX, runId, events);
+  } catch (error) {
+    platform.logger.warn({ err: error, runId }, 'run events not published');
+  }
 }
 
 async function meteredCallOf(platform: GatewayServices, run: repo.RunRow): Promise<MeteredCall> {

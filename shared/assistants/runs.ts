@@ -7,6 +7,8 @@ import { newId } from '../ids.js';
 import { parseMetadata } from '../metadata.js';
 import { pageRequest, toPage, withIds } from '../pagination.js';
 import { checkChatModel, checkTools, LIST_PAGE, seconds, secondsOrNull } from './assistants.js';
+import type { GatewayServices } from '../composition/gateway.js';
+import { lastRunEventId } from './run-events.js';
 import * as repo from './repository.js';
 import type { runBody, threadAndRunBody, toolOutputsBody } from './schemas.js';
 import { createThread, MAX_THREAD_MESSAGES, newMessages, threadOf, type ThreadCaller, type ThreadServices } from './threads.js';
@@ -132,8 +134,10 @@ async function runOf(db: Db, caller: ThreadCaller, threadId: string, runId: stri
  * Tool outputs for a run in requires_action: they must answer exactly the calls it waits for
  * (invalid_tool_call_id); any other state is 409 run_not_in_requires_action.
  */
-export async function submitToolOutputs(platform: ThreadServices, caller: ThreadCaller, threadId: string, runId: string, body: z.output<typeof toolOutputsBody>) {
+export async function submitToolOutputs(platform: ThreadServices & Pick<GatewayServices, 'redis'>, caller: ThreadCaller, threadId: string, runId: string, body: z.output<typeof toolOutputsBody>) {
   await threadOf(platform.db, caller, threadId);
+  // A stream of what follows starts after the events so far.
+  const afterEventId = await lastRunEventId(platform.redis, platform.config.REDIS_KEY_PREFIX, runId);
   const resumed = await withTransaction(platform.db, async (client) => {
     const run = await repo.findRun(client, threadId, runId, true);
     if (!run) throw serviceError('not_found', { message: 'No such run in this thread.' });
@@ -155,7 +159,7 @@ export async function submitToolOutputs(platform: ThreadServices, caller: Thread
     return (await repo.moveRun(client, run.id, ['requires_action'], 'in_progress', { required_action: null }))!;
   });
   await signalRun(platform, runId, TOOL_OUTPUTS_SIGNAL);
-  return formatRun(resumed, await repo.stepsOf(platform.db, runId));
+  return { run: formatRun(resumed, await repo.stepsOf(platform.db, runId)), afterEventId };
 }
 
 /** queued, in_progress or requires_action -> cancelling (the workflow ends it cancelled); a finished run is 409 run_already_completed. */
