@@ -185,6 +185,8 @@ const configSchema = z.object({
 
   /** How long a run waits in requires_action for tool outputs before it expires (spec 1: 10 minutes). */
   ASSISTANT_REQUIRES_ACTION_SECONDS: z.coerce.number().int().min(1).max(3_600).default(600),
+  /** A run's model step whose worker went silent this long is taken over by another worker. */
+  ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(30),
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
   CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),

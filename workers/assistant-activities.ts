@@ -1,4 +1,4 @@
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { ServiceError } from '../shared/errors.js';
 import { afterRequiresAction, finishRun, runModelStep, startRun } from '../shared/assistants/run-engine.js';
@@ -7,7 +7,16 @@ import { afterRequiresAction, finishRun, runModelStep, startRun } from '../share
 export function createAssistantActivities(platform: GatewayServices) {
   return {
     startRun: (runId: string) => startRun(platform, runId),
-    runModelStep: (runId: string, stepIndex: number) => permanentAsNonRetryable(() => runModelStep(platform, runId, stepIndex)),
+    runModelStep: (runId: string, stepIndex: number) =>
+      permanentAsNonRetryable(async () => {
+        // Heartbeats flow while the model answers, so a live step is never taken for dead and a dead one is soon.
+        const beating = setInterval(() => heartbeat(), 1_000);
+        try {
+          return await runModelStep(platform, runId, stepIndex);
+        } finally {
+          clearInterval(beating);
+        }
+      }),
     afterRequiresAction: (runId: string) => afterRequiresAction(platform, runId),
     finishRun: (runId: string, outcome: 'completed' | 'failed' | 'cancelled' | 'expired', error: { code: string; message: string } | undefined) => finishRun(platform, runId, outcome, error),
   };

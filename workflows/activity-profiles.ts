@@ -14,6 +14,12 @@ const DATABASE_BACKOFF: RetryPolicy = { initialInterval: '1 second', backoffCoef
 export const RESOURCE_STEP: ActivityOptions = { startToCloseTimeout: '30 minutes', retry: DATABASE_BACKOFF };
 
 /**
+ * A quick database step of an interactive operation (a run's start, finish, a wake-up check): it
+ * takes milliseconds, so one whose worker died is retried after 30 seconds, not half an hour.
+ */
+export const QUICK_STEP: ActivityOptions = { startToCloseTimeout: '30 seconds', retry: DATABASE_BACKOFF };
+
+/**
  * A long chunk of work that heartbeats its progress (a batch chunk): a worker that stops
  * heartbeating for `heartbeatSeconds` is presumed dead and the chunk resumes elsewhere.
  */

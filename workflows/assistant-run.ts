@@ -1,20 +1,20 @@
 import { ApplicationFailure, condition, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { AssistantActivities } from '../workers/assistant-activities.js';
-import { RESOURCE_STEP } from './activity-profiles.js';
+import { QUICK_STEP } from './activity-profiles.js';
 
 /** Mirrors shared/assistants/runs.ts (workflow code imports no runtime code from shared/). */
 export interface RunWorkflowInput {
   runId: string;
   requiresActionSeconds: number;
+  /** A model step whose worker stops heartbeating this long is run again elsewhere (it answers as recorded, or calls again, billed once). */
+  heartbeatSeconds: number;
 }
 
 /** Wake-ups only: submit_tool_outputs and cancel write the run row first, and the activities read it. */
 export const toolOutputsSignal = defineSignal('toolOutputs');
 export const cancelRunSignal = defineSignal('cancelRun');
 
-const steps = proxyActivities<AssistantActivities>(RESOURCE_STEP);
-/** A model call (chat's own deadline is 2 minutes, retries included); a permanent refusal fails at once. */
-const { runModelStep } = proxyActivities<AssistantActivities>({ startToCloseTimeout: '5 minutes', retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 6 } });
+const steps = proxyActivities<AssistantActivities>(QUICK_STEP);
 
 /** Model calls one run may make before it fails (shared/assistants/run-engine.ts MAX_RUN_STEPS). */
 const MAX_RUN_STEPS = 24;
@@ -28,12 +28,20 @@ const MAX_RUN_STEPS = 24;
  */
 export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<string> {
   const { runId } = input;
-  let woken = false;
+  // A model call (chat's own deadline is 2 minutes, retries included); a permanent refusal fails at once.
+  const { runModelStep } = proxyActivities<AssistantActivities>({
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: `${input.heartbeatSeconds} seconds`,
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 6 },
+  });
+  // A count, not a flag: a wake-up that arrives in the same activation as a step's result (signals
+  // are delivered first) must not be cleared by the code that then starts waiting.
+  let wakeups = 0;
   setHandler(toolOutputsSignal, () => {
-    woken = true;
+    wakeups++;
   });
   setHandler(cancelRunSignal, () => {
-    woken = true;
+    wakeups++;
   });
   try {
     const started = await steps.startRun(runId);
@@ -53,11 +61,13 @@ export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<str
           break;
         case 'requires_action': {
           let after: Awaited<ReturnType<AssistantActivities['afterRequiresAction']>>;
-          do {
-            woken = false;
-            await condition(() => woken, `${input.requiresActionSeconds} seconds`);
+          // The row first: the outputs may already be in (a lost or early signal), then wait for a wake-up or the time limit.
+          for (;;) {
+            const seen = wakeups;
             after = await steps.afterRequiresAction(runId);
-          } while (after === 'waiting');
+            if (after !== 'waiting') break;
+            await condition(() => wakeups > seen, `${input.requiresActionSeconds} seconds`);
+          }
           if (after === 'cancelling') return finish(runId, 'cancelled');
           if (after === 'expired' || after === 'stopped') return after;
           step += 1;

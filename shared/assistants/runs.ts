@@ -30,6 +30,7 @@ const FINISHED: repo.RunStatus[] = ['cancelled', 'completed', 'failed', 'expired
 export interface RunWorkflowInput {
   runId: string;
   requiresActionSeconds: number;
+  heartbeatSeconds: number;
 }
 
 export async function createRun(platform: ThreadServices, caller: ThreadCaller, threadId: string, body: z.output<typeof runBody>) {
@@ -94,7 +95,7 @@ async function startRunWorkflow(platform: ThreadServices, run: repo.RunRow): Pro
     await platform.temporal.client.workflow.start(RUN_WORKFLOW, {
       taskQueue: platform.config.TEMPORAL_TASK_QUEUE,
       workflowId: run.id,
-      args: [{ runId: run.id, requiresActionSeconds: platform.config.ASSISTANT_REQUIRES_ACTION_SECONDS } satisfies RunWorkflowInput],
+      args: [{ runId: run.id, requiresActionSeconds: platform.config.ASSISTANT_REQUIRES_ACTION_SECONDS, heartbeatSeconds: platform.config.ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS } satisfies RunWorkflowInput],
       staticSummary: `Run ${run.id} of ${run.assistant_id} on ${run.thread_id}`,
     });
   } catch (error) {
