@@ -202,6 +202,12 @@ const CATALOG = {
   invalid_file_ids: { status: 400, type: 'invalid_request_error', message: 'file_ids must be a non-empty array of file ids.' },
   too_many_files: { status: 400, type: 'invalid_request_error', message: 'A file batch takes at most 500 files.' },
 
+  // Conversations (spec 1, "Customers, metadata, conversations").
+  invalid_status: { status: 400, type: 'invalid_request_error', message: 'status must be active, locked or archived.' },
+  conversation_full: { status: 409, type: 'conflict_error', message: 'The conversation has reached its 5,000 messages.' },
+  conversation_locked: { status: 409, type: 'conflict_error', message: 'A turn of this conversation is running; send the next message when it ends.' },
+  conversation_archived: { status: 409, type: 'conflict_error', message: 'The conversation is archived; set its status to active to continue it.' },
+
   // Assistants, threads, runs (spec 1, "Assistants, threads, runs, batches, files").
   invalid_model: { status: 400, type: 'invalid_request_error', message: 'model must be a chat model reference of the gateway (svc:, match:, slot:, dyn:).' },
   invalid_tools: { status: 400, type: 'invalid_request_error', message: 'tools must be an array of at most 128 tools of type function or file_search.' },

@@ -6,6 +6,7 @@ import { batchRoutes } from './batches.js';
 import { billingRoutes } from './billing.js';
 import { chatRoutes } from './chat.js';
 import { clientTokenRoutes } from './client-tokens.js';
+import { conversationRoutes } from './conversations.js';
 import { customerRoutes } from './customers.js';
 import { embeddingRoutes } from './embeddings.js';
 import { fileRoutes } from './files.js';
@@ -44,6 +45,7 @@ export function gatewayRoutes(platform: GatewayServices): RouteDefinition[] {
     ...batchRoutes(platform),
     ...vectorStoreRoutes(platform),
     ...assistantRoutes(platform),
+    ...conversationRoutes(platform),
   ];
   return table;
 }

@@ -30,6 +30,7 @@ export const SURFACES: Record<string, SurfaceInfo> = {
   files: { compatible_with: 'openai.files' },
   batches: { compatible_with: 'openai.batches' },
   assistants: { compatible_with: 'openai.beta.assistants', notes: 'Assistants v2: assistants, threads, messages, runs (Temporal workflows), steps, submit_tool_outputs, file_search over vector stores' },
+  conversations: { compatible_with: 'svc.conversations', notes: "a customer's conversations: turns through the chat path under a lock (Redis, TTL, fencing token)" },
   vector_stores: { compatible_with: 'openai.vector_stores', notes: 'plus embedding_model, encryption (managed, byok), vector_sealing, vector_index, graphrag_enabled; unlock and hybrid search' },
   customers: { compatible_with: 'svc.customers' },
   client_tokens: { compatible_with: 'svc.client_tokens' },
@@ -45,7 +46,8 @@ export const SURFACES: Record<string, SurfaceInfo> = {
 
 /** On the published roadmap, not yet mounted. */
 const PLANNED: CompatibleSurface[] = [
-  { surface: 'conversations', compatible_with: 'svc.conversations', paths: ['/v1/conversations'], status: 'planned' },
+  { surface: 'brains', compatible_with: 'svc.brains', paths: ['/v1/brains'], status: 'planned' },
+  { surface: 'packs', compatible_with: 'svc.packs', paths: ['/v1/packs'], status: 'planned' },
 ];
 
 /** Conventions every route follows. */

@@ -1,0 +1,66 @@
+import type { Request } from 'express';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
+import {
+  createConversation,
+  deleteConversation,
+  getConversation,
+  listConversationMessages,
+  listConversations,
+  sendMessage,
+  updateConversation,
+  type ConversationCaller,
+} from '../../shared/conversations/conversations.js';
+import { conversationBody, conversationListQuery, conversationPatchBody, messageListQuery, sendMessageBody } from '../../shared/conversations/schemas.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
+import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
+
+/**
+ * Conversations of a customer (spec 1: /v1/customers/{id}/conversations/..., api:chat / api:read).
+ * A client token with the conversations scope reads one conversation, and sends and lists its
+ * messages, for its own customer only.
+ */
+export function conversationRoutes(platform: GatewayServices): RouteDefinition[] {
+  const surface = 'conversations';
+  const base = '/v1/customers/:id/conversations';
+  const customer = (req: Request) => String(req.params.id);
+  const conversation = (req: Request) => String(req.params.conversationId);
+  /** A developer key's caller (routes client tokens cannot reach). */
+  const developer = (req: Request): ConversationCaller => ({ developerId: principalOf(req).accountId, pinnedCustomerId: null });
+  /** A metered route's caller: a client token is pinned to its customer. */
+  const metered_ = (req: Request): ConversationCaller => {
+    const call = meteredCallOf(req);
+    return { developerId: call.developerId, pinnedCustomerId: req.credential?.scheme === 'client' ? (call.customer?.id ?? null) : null };
+  };
+  return [
+    route({
+      method: 'post', path: base, surface, summary: 'Create a conversation for a customer', access: developerKey('api:chat'), input: { body: conversationBody, bodyOptional: true },
+      handle: async (req, res, { body }) => res.json(await createConversation(platform.db, developer(req), customer(req), body)),
+    }),
+    route({
+      method: 'get', path: base, surface, summary: "List a customer's conversations (status: active, locked or archived)", access: developerKey('api:read'), input: { query: conversationListQuery },
+      handle: async (req, res, { query }) => res.json(await listConversations(platform.db, developer(req), customer(req), query)),
+    }),
+    route({
+      method: 'get', path: `${base}/:conversationId`, surface, summary: 'Retrieve a conversation', access: metered('api:read', 'conversations'),
+      handle: async (req, res) => res.json(await getConversation(platform.db, metered_(req), customer(req), conversation(req))),
+    }),
+    route({
+      method: 'patch', path: `${base}/:conversationId`, surface, summary: "Archive or reactivate a conversation, or set its metadata", access: developerKey('api:chat'), input: { body: conversationPatchBody },
+      handle: async (req, res, { body }) => res.json(await updateConversation(platform.db, developer(req), customer(req), conversation(req), body)),
+    }),
+    route({
+      method: 'delete', path: `${base}/:conversationId`, surface, summary: 'Delete a conversation', access: developerKey('api:chat'),
+      handle: async (req, res) => res.json(await deleteConversation(platform.db, developer(req), customer(req), conversation(req))),
+    }),
+    route({
+      method: 'get', path: `${base}/:conversationId/messages`, surface, summary: "List a conversation's messages", access: metered('api:read', 'conversations'), input: { query: messageListQuery },
+      handle: async (req, res, { query }) => res.json(await listConversationMessages(platform.db, metered_(req), customer(req), conversation(req), query)),
+    }),
+    route({
+      method: 'post', path: `${base}/:conversationId/messages`, surface, summary: 'Send a message: one chat turn over the conversation, its reply appended', access: metered('api:chat', 'conversations'),
+      input: { body: sendMessageBody },
+      handle: async (req, res, { body }) => res.json(await sendMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, abortWhenClientLeaves(res))),
+    }),
+  ];
+}
