@@ -45,6 +45,27 @@ describe('turns', () => {
     expect((await get(`${base}/${conversation.id}`)).body).toMatchObject({ message_count: 4, status: 'active' });
   });
 
+  it('streams a turn: the reply as deltas, then the stored message', async () => {
+    const conversation = await newConversation();
+    const res = await fetch(`${gateway.baseUrl}${base}/${conversation.id}/messages`, {
+      method: 'POST',
+      headers: { ...bearer(developer.key), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, content: 'Tell me a short story', stream: true }),
+    });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const events = (await res.text()).split('\n\n').filter(Boolean);
+    const parsed = events.filter((block) => block.startsWith('event:')).map((block) => ({ event: block.split('\n')[0]!.slice(7), data: JSON.parse(block.split('\n')[1]!.slice(6)) }));
+    const deltas = parsed.filter((event) => event.event === 'conversation.message.delta');
+    expect(deltas.length).toBeGreaterThan(1);
+    const completed = parsed.at(-1)!;
+    expect(completed.event).toBe('conversation.message.completed');
+    expect(deltas.map((event) => event.data.delta).join('')).toBe(completed.data.message.content);
+    expect(events.at(-1)).toBe('data: [DONE]');
+    const stored = (await get(`${base}/${conversation.id}/messages`)).body.data;
+    expect(stored.map((message: { role: string }) => message.role)).toEqual(['user', 'assistant']);
+    expect(stored[1].content).toBe(completed.data.message.content);
+  });
+
   it('lets exactly one of two concurrent turns win; the other gets conversation_locked', async () => {
     const conversation = await newConversation();
     await emulated.fault({ fault: { kind: 'latency', ms: 400 }, times: 2 });

@@ -7,10 +7,13 @@ import {
   listConversationMessages,
   listConversations,
   sendMessage,
+  streamMessage,
   updateConversation,
   type ConversationCaller,
 } from '../../shared/conversations/conversations.js';
 import { conversationBody, conversationListQuery, conversationPatchBody, messageListQuery, sendMessageBody } from '../../shared/conversations/schemas.js';
+import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
+import { translateUpstream } from '../../shared/inference/upstream-call.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
 import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
@@ -60,7 +63,29 @@ export function conversationRoutes(platform: GatewayServices): RouteDefinition[]
     route({
       method: 'post', path: `${base}/:conversationId/messages`, surface, summary: 'Send a message: one chat turn over the conversation, its reply appended', access: metered('api:chat', 'conversations'),
       input: { body: sendMessageBody },
-      handle: async (req, res, { body }) => res.json(await sendMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, abortWhenClientLeaves(res))),
+      handle: async (req, res, { body }) => {
+        const signal = abortWhenClientLeaves(res);
+        if (!body.stream) return res.json(await sendMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, signal));
+        // Errors before the first event (lock, limits, model) answer as plain errors; the stream opens on the first event.
+        const events = streamMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, signal);
+        let opened = false;
+        try {
+          for await (const { event, data } of events) {
+            if (!opened) {
+              res.status(200).setHeader('content-type', 'text/event-stream');
+              res.setHeader('cache-control', 'no-cache');
+              opened = true;
+            }
+            res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+          }
+        } catch (error) {
+          if (!opened) throw error;
+          const translated = translateUpstream(error);
+          res.write(`event: error\ndata: ${JSON.stringify(toEnvelope(translated instanceof ServiceError ? translated : serviceError('upstream_unavailable')))}\n\n`);
+        }
+        if (!opened) return res.status(200).json({});
+        res.end('data: [DONE]\n\n');
+      },
     }),
   ];
 }

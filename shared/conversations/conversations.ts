@@ -6,6 +6,7 @@ import { withTransaction, type Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
 import { parseChatInput, planChat } from '../inference/chat.js';
+import { openChatStream } from '../inference/chat-completions.js';
 import { completeChat } from '../inference/complete-chat.js';
 import { parseMetadata } from '../metadata.js';
 import { resolutionContextFor } from '../models/definitions.js';
@@ -89,6 +90,58 @@ export async function listConversationMessages(db: Db, caller: ConversationCalle
  * was taken over cannot write its reply (the fence in the row has moved on).
  */
 export async function sendMessage(platform: GatewayServices, caller: ConversationCaller, call: MeteredCall, reference: string, id: string, body: z.output<typeof sendMessageBody>, signal: AbortSignal) {
+  const turn = await beginTurn(platform, caller, reference, id, body);
+  try {
+    const completed = await completeChat(platform, call, turn.input, turn.targets, { signal });
+    const choice = completed.body.choices[0]!;
+    const content = typeof choice.message.content === 'string' ? choice.message.content : '';
+    const usage = { prompt_tokens: completed.body.usage.prompt_tokens, completion_tokens: completed.body.usage.completion_tokens, total_tokens: completed.body.usage.total_tokens };
+    return await turn.finish(content, completed.body.model, usage);
+  } catch (error) {
+    await turn.abandon();
+    throw error;
+  }
+}
+
+export type TurnEvent = { event: 'conversation.message.delta'; data: { delta: string } } | { event: 'conversation.message.completed'; data: Awaited<ReturnType<typeof sendMessage>> };
+
+/**
+ * A turn streamed: the same lock, history and reply as sendMessage, the reply's text yielded as
+ * the model generates it and appended when the stream ends. A stream that breaks writes no reply.
+ */
+export async function* streamMessage(platform: GatewayServices, caller: ConversationCaller, call: MeteredCall, reference: string, id: string, body: z.output<typeof sendMessageBody>, signal: AbortSignal): AsyncGenerator<TurnEvent> {
+  const turn = await beginTurn(platform, caller, reference, id, body);
+  let finished = false;
+  try {
+    const stream = await openChatStream(platform, call, turn.input, turn.targets[0]!, signal);
+    let content = '';
+    let failure: unknown;
+    try {
+      for await (const event of stream.events()) {
+        if (event.type === 'delta' && event.content) {
+          content += event.content;
+          yield { event: 'conversation.message.delta', data: { delta: event.content } };
+        }
+      }
+    } catch (error) {
+      failure = error;
+    }
+    const usage = await stream.finish(failure === undefined, newId('chatcmpl-'));
+    if (failure !== undefined) throw failure;
+    const reply = await turn.finish(content, turn.targets[0]!.resolution.model.id, { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens });
+    finished = true;
+    yield { event: 'conversation.message.completed', data: reply };
+  } finally {
+    if (!finished) await turn.abandon();
+  }
+}
+
+/**
+ * The start of a turn: the body and model checked (before the lock and before anything is
+ * written, so a bad request costs nothing), the lock taken (409 conversation_locked), the user's
+ * message appended. `finish` appends the reply and releases; `abandon` releases without one.
+ */
+async function beginTurn(platform: GatewayServices, caller: ConversationCaller, reference: string, id: string, body: z.output<typeof sendMessageBody>) {
   const conversation = await conversationOf(platform.db, caller, reference, id);
   if (conversation.status === 'archived') throw serviceError('conversation_archived');
   if (conversation.message_count + 2 > MAX_CONVERSATION_MESSAGES) throw serviceError('conversation_full');
@@ -108,33 +161,36 @@ export async function sendMessage(platform: GatewayServices, caller: Conversatio
   const lock = new ConversationTurnLock(platform.redis, platform.config.REDIS_KEY_PREFIX);
   const fence = await lock.acquire(conversation.id);
   if (fence === null) throw serviceError('conversation_locked');
+  const userMessageId = newId('msg_');
   try {
-    const userMessageId = newId('msg_');
     const begun = await withTransaction(platform.db, (client) => repo.beginTurn(client, conversation.id, fence, { id: userMessageId, content: body.content }, MAX_CONVERSATION_MESSAGES, LOCK_TTL_MS));
     if (begun === 'archived') throw serviceError('conversation_archived');
     if (begun === 'full') throw serviceError('conversation_full');
     if (begun === 'fenced') throw serviceError('conversation_locked');
-    try {
-      const completed = await completeChat(platform, call, input, targets, { signal });
-      const choice = completed.body.choices[0]!;
-      const reply = await withTransaction(platform.db, (client) =>
-        repo.appendReply(client, conversation.id, fence, {
-          id: newId('msg_'),
-          role: 'assistant',
-          content: typeof choice.message.content === 'string' ? choice.message.content : '',
-          model: completed.body.model,
-          usage: { prompt_tokens: completed.body.usage.prompt_tokens, completion_tokens: completed.body.usage.completion_tokens, total_tokens: completed.body.usage.total_tokens },
-        }),
-      );
-      if (!reply) throw serviceError('conversation_locked', { message: 'The turn took longer than its lock; a later turn has taken the conversation over.' });
-      return { object: 'conversation.turn' as const, conversation_id: conversation.id, user_message_id: userMessageId, message: formatMessage(reply), usage: reply.usage };
-    } catch (error) {
-      await repo.endTurn(platform.db, conversation.id, fence);
-      throw error;
-    }
-  } finally {
+  } catch (error) {
     await lock.release(conversation.id, fence);
+    throw error;
   }
+  return {
+    input,
+    targets,
+    async finish(content: string, model: string, usage: repo.MessageRow['usage']) {
+      try {
+        const reply = await withTransaction(platform.db, (client) => repo.appendReply(client, conversation.id, fence, { id: newId('msg_'), role: 'assistant', content, model, usage }));
+        if (!reply) throw serviceError('conversation_locked', { message: 'The turn took longer than its lock; a later turn has taken the conversation over.' });
+        return { object: 'conversation.turn' as const, conversation_id: conversation.id, user_message_id: userMessageId, message: formatMessage(reply), usage: reply.usage };
+      } finally {
+        await lock.release(conversation.id, fence);
+      }
+    },
+    async abandon() {
+      try {
+        await repo.endTurn(platform.db, conversation.id, fence);
+      } finally {
+        await lock.release(conversation.id, fence);
+      }
+    },
+  };
 }
 
 function idCursor(after: string | undefined, prefix: string): string | undefined {
