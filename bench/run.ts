@@ -24,6 +24,7 @@ import { runBatchBench } from './batch.js';
 import { runWebhookBench } from './webhooks.js';
 import { runEmulatorEmbeddingsBench } from './emulator-embeddings.js';
 import { runVectorStoreBench } from './vector-stores.js';
+import { runAssistantBench } from './assistants.js';
 import { goal, section, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -31,7 +32,7 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -183,7 +184,7 @@ if (runs('vector-stores')) {
   section(
     'vector-stores',
     'Vector stores',
-    'Search and ingest of vector stores (issue 24). Search: the vector part of a search (nearestByVector, without the query\'s embedding call) in a plaintext store (pgvector HNSW, searched with the hnsw.ef_search of 100 that search.ts sets), a sealed store scanned exactly (flat) and a sealed store with IVF lists, all holding the same chunks. Their vectors are the emulator\'s embeddings of synthetic texts on 48 topics, written straight into the stores\' partitions (indexes built after the load, then VACUUM ANALYZE, as autovacuum would); queries are other texts of the same topics, run one at a time. Recall@10 is measured against an exact cosine top 10 computed in the bench; the corpus table shows how close the exact neighbours lie (at 100,000 chunks the 10th and the 20th nearest are within 0.01 of cosine), so the chunks an approximate index returns in place of those it misses are nearly as similar. HNSW index scans counts the searches PostgreSQL ran through the index rather than by an exact scan of the table. A sealed store\'s first query includes opening its vectors, which the process then keeps; its scans run on the CPU pool (CPU_POOL_THREADS, one thread less than the cores by default). Ingest: text files attached to a new plaintext store and taken through the BullMQ stages (consumers in the bench\'s process, the emulator in its own), three rounds and their median. BENCH_VS_CHUNKS (default 100000), BENCH_VS_QUERIES, BENCH_VS_INGEST_FILES, BENCH_VS_INGEST_KB and BENCH_VS_INGEST_ROUNDS change the sizes.',
+    'Search and ingest of vector stores (issue 24). Search: the vector part of a search (nearestByVector, without the query\'s embedding call) in a plaintext store (pgvector HNSW, searched with the hnsw.ef_search of 200 that search.ts sets, VECTOR_STORE_HNSW_EF_SEARCH), a sealed store scanned exactly (flat) and a sealed store with IVF lists, all holding the same chunks. Their vectors are the emulator\'s embeddings of synthetic texts on 48 topics, written straight into the stores\' partitions (indexes built after the load, then VACUUM ANALYZE, as autovacuum would); queries are other texts of the same topics, run one at a time. Recall@10 is measured against an exact cosine top 10 computed in the bench; the corpus table shows how close the exact neighbours lie (at 100,000 chunks the 10th and the 20th nearest are within 0.01 of cosine), so the chunks an approximate index returns in place of those it misses are nearly as similar. HNSW index scans counts the searches PostgreSQL ran through the index rather than by an exact scan of the table. A sealed store\'s first query includes opening its vectors, which the process then keeps; its scans run on the CPU pool (CPU_POOL_THREADS, one thread less than the cores by default). Ingest: text files attached to a new plaintext store and taken through the BullMQ stages (consumers in the bench\'s process, the emulator in its own), three rounds and their median. BENCH_VS_CHUNKS (default 100000), BENCH_VS_QUERIES, BENCH_VS_INGEST_FILES, BENCH_VS_INGEST_KB and BENCH_VS_INGEST_ROUNDS change the sizes.',
   );
   await runVectorStoreBench({
     databaseUrl: benchDatabase.toString(),
@@ -197,8 +198,24 @@ if (runs('vector-stores')) {
   });
 }
 
+if (runs('assistants')) {
+  console.log('');
+  section(
+    'assistants',
+    'Assistant runs and conversation turns',
+    'Issue 25. In the bench\'s process against a Temporal dev server of its own (the run workflows and their activities on an in-process worker) and the upstream emulator answering every chat call after 20 ms. Runs: created many at a time, each followed on its event stream to thread.run.completed; added latency is that time less the 20 ms upstream. Turns: each conversation turn (lock, history, chat call, reply) beside a plain chat completion of the same history through the same metering. BENCH_RUNS, BENCH_RUN_CONCURRENCY and BENCH_TURNS change the sizes.',
+  );
+  await runAssistantBench({
+    databaseUrl: benchDatabase.toString(),
+    runs: Number(process.env.BENCH_RUNS ?? 1_000),
+    concurrency: Number(process.env.BENCH_RUN_CONCURRENCY ?? 16),
+    turns: Number(process.env.BENCH_TURNS ?? 300),
+    latencyMs: 20,
+  });
+}
+
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores']);
+writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants']);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });

@@ -1,4 +1,4 @@
-import { ApplicationFailure, condition, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, condition, defineSignal, proxyLocalActivities, setHandler } from '@temporalio/workflow';
 import type { AssistantActivities } from '../workers/assistant-activities.js';
 import { QUICK_STEP } from './activity-profiles.js';
 
@@ -14,7 +14,12 @@ export interface RunWorkflowInput {
 export const toolOutputsSignal = defineSignal('toolOutputs');
 export const cancelRunSignal = defineSignal('cancelRun');
 
-const steps = proxyActivities<AssistantActivities>(QUICK_STEP);
+/**
+ * The run's quick database steps (start, the wake-up check, finish) are local activities: they run
+ * on the worker that runs the workflow, without a round trip through the Temporal server each,
+ * which a run would otherwise pay several times over a millisecond of work.
+ */
+const steps = proxyLocalActivities<AssistantActivities>(QUICK_STEP);
 
 /** Model calls one run may make before it fails (shared/assistants/run-engine.ts MAX_RUN_STEPS). */
 const MAX_RUN_STEPS = 24;
@@ -29,9 +34,12 @@ const MAX_RUN_STEPS = 24;
 export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<string> {
   const { runId } = input;
   // A model call (chat's own deadline is 2 minutes, retries included); a permanent refusal fails at once.
-  const { runModelStep } = proxyActivities<AssistantActivities>({
+  // A local activity too: the call runs on the workflow's worker, saving two trips through the
+  // server a step; a worker that dies mid-call is replaced when its workflow task times out, and
+  // the step, recorded once and billed under its own key, runs again there.
+  const { runModelStep } = proxyLocalActivities<AssistantActivities>({
     startToCloseTimeout: '5 minutes',
-    heartbeatTimeout: `${input.heartbeatSeconds} seconds`,
+    localRetryThreshold: `${input.heartbeatSeconds} seconds`,
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 6 },
   });
   // A count, not a flag: a wake-up that arrives in the same activation as a step's result (signals

@@ -1,0 +1,138 @@
+/**
+ * Assistant runs and conversation turns (issue 25), in this process against a Temporal dev server
+ * of the bench's own, with the upstream emulator in its own process answering every chat call
+ * after 20 ms. Runs: many created at once (no tools, one model call each) and each followed on its
+ * event stream until thread.run.completed; runs per second over the whole set, and each run's
+ * time from create to completed less the 20 ms upstream. Conversation turns: one after another,
+ * each timed against a plain chat completion of the same history through the same metering.
+ * Figures are printed, never asserted.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createDeveloperAccount } from '../shared/accounts/accounts.js';
+import { createAssistant } from '../shared/assistants/assistants.js';
+import { runEventStream } from '../shared/assistants/run-events.js';
+import { createRun } from '../shared/assistants/runs.js';
+import { createThread } from '../shared/assistants/threads.js';
+import type { MeteredCall } from '../shared/billing/metered-call.js';
+import { createGatewayServices } from '../shared/composition/gateway.js';
+import { loadConfig } from '../shared/config.js';
+import { createConversation, sendMessage } from '../shared/conversations/conversations.js';
+import { createCustomer } from '../shared/customers/customers.js';
+import { parseChatInput, planChat } from '../shared/inference/chat.js';
+import { completeChat } from '../shared/inference/complete-chat.js';
+import { resolutionContextFor } from '../shared/models/definitions.js';
+import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
+import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
+import { printedJson } from './support/child-output.js';
+import { goal, table } from './support/report.js';
+
+export interface AssistantBenchOptions {
+  databaseUrl: string;
+  runs: number;
+  concurrency: number;
+  turns: number;
+  latencyMs: number;
+}
+
+const MODEL = 'svc:openai/gpt-4o-mini';
+
+export async function runAssistantBench(options: AssistantBenchOptions): Promise<void> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-assistants-'));
+  const temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(dataDir, 'temporal.log') });
+  const emulator = spawn(process.execPath, ['--import', 'tsx', 'shared/emulator/main.ts'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, EMULATOR_PORT: String(await freePort()), EMULATOR_LATENCY_MS: String(options.latencyMs) },
+  });
+  const printed = await printedJson(emulator, 'listening');
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: options.databaseUrl,
+    TEMPORAL_ADDRESS: temporal.address,
+    TEMPORAL_TASK_QUEUE: `svc-bench-assistants-${process.pid}`,
+    REDIS_KEY_PREFIX: `svc-bench-assistants-${process.pid}`,
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    DEVELOPER_RPM_LIMIT: '100000000',
+    DEVELOPER_TPM_LIMIT: '1000000000',
+    DATABASE_POOL_MAX: '40',
+    OPENAI_API_KEY: printed.api_keys.openai as string,
+    OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+  });
+  const platform = createGatewayServices(config, 'bench-assistants');
+  await platform.ready;
+  const { worker, connection } = await createTemporalWorker(platform, { bundle: await bundleWorkflows() });
+  const running = worker.run();
+  try {
+    const developer = await createDeveloperAccount(platform.db, { email: `asst-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 10_000_000_000 });
+    const caller = { developerId: developer.id, payerAccountId: developer.id, customerId: null };
+
+    // Runs: created `concurrency` at a time, each followed on its events until it completes.
+    const assistant = await createAssistant(platform, developer.id, { model: MODEL, instructions: 'Answer briefly.' });
+    const threads = await Promise.all(Array.from({ length: options.runs }, (_, i) => createThread(platform, caller, { messages: [{ role: 'user', content: `Question number ${i}: what is a gateway?` }] })));
+    const latencies: number[] = [];
+    let next = 0;
+    const started = performance.now();
+    const follow = async () => {
+      for (let i = next++; i < options.runs; i = next++) {
+        const begin = performance.now();
+        const run = await createRun(platform, caller, threads[i]!.id, { assistant_id: assistant.id });
+        for await (const event of runEventStream(platform.redis, config.REDIS_KEY_PREFIX, run.id, '0', new AbortController().signal)) {
+          if (event.event === 'thread.run.completed') break;
+          if (event.event.startsWith('thread.run.') && ['failed', 'cancelled', 'expired'].includes(event.event.slice(11))) throw new Error(`run ${run.id} ended ${event.event}`);
+        }
+        latencies.push(performance.now() - begin);
+      }
+    };
+    await Promise.all(Array.from({ length: options.concurrency }, follow));
+    const wallSeconds = (performance.now() - started) / 1000;
+    const runsPerSecond = options.runs / wallSeconds;
+    const added = latencies.map((ms) => ms - options.latencyMs).sort((a, b) => a - b);
+    const p = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))]!;
+    table('assistants', `runs: ${options.runs} runs of an assistant without tools (one model call each, upstream ${options.latencyMs} ms), ${options.concurrency} at a time, create to thread.run.completed`, [
+      { runs: options.runs, 'at a time': options.concurrency, 'wall s': wallSeconds.toFixed(1), 'runs/s': runsPerSecond.toFixed(1), 'added p50 ms': p(added, 0.5).toFixed(1), 'added p95 ms': p(added, 0.95).toFixed(1), 'added p99 ms': p(added, 0.99).toFixed(1) },
+    ]);
+    goal('assistants', { figure: 'runs per second sustained', target: '≥ 100', value: runsPerSecond.toFixed(1), met: runsPerSecond >= 100 });
+    goal('assistants', { figure: "a run's added latency, p95", target: '≤ 150 ms', value: `${p(added, 0.95).toFixed(1)} ms`, met: p(added, 0.95) <= 150 });
+
+    // Conversation turns against plain completions of the same history, one after another.
+    const customer = await createCustomer(platform.db, developer.id, { external_id: `bench-${Date.now()}` });
+    const call: MeteredCall = { developerId: developer.id, payerAccountId: developer.id, customer: null, billableOverrideMicros: undefined, tokenCounterKeys: [], requestId: 'bench' };
+    const turnCaller = { developerId: developer.id, pinnedCustomerId: null };
+    const turnTimes: number[] = [];
+    const plainTimes: number[] = [];
+    for (let i = 0; i < options.turns; i++) {
+      // A fresh conversation every 50 turns keeps the history (and the prompt) the same size for both.
+      const conversation = i % 50 === 0 ? await createConversation(platform.db, turnCaller, customer.id, {}) : undefined;
+      const conversationId = conversation?.id ?? currentConversation!;
+      currentConversation = conversationId;
+      const history = (await platform.db.query<{ role: string; content: string }>(`SELECT role, content FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq`, [conversationId])).rows;
+      const input = parseChatInput({ model: MODEL, messages: [...history, { role: 'user', content: `turn ${i}` }] }, { idempotencyKey: undefined });
+      const targets = await planChat(input, resolutionContextFor(platform, developer.id), platform.providers);
+      const plainStart = performance.now();
+      await completeChat(platform, call, input, targets, { signal: new AbortController().signal });
+      plainTimes.push(performance.now() - plainStart);
+      const turnStart = performance.now();
+      await sendMessage(platform, turnCaller, call, customer.id, conversationId, { model: MODEL, content: `turn ${i}` }, new AbortController().signal);
+      turnTimes.push(performance.now() - turnStart);
+    }
+    turnTimes.sort((a, b) => a - b);
+    plainTimes.sort((a, b) => a - b);
+    const addedP99 = p(turnTimes, 0.99) - p(plainTimes, 0.99);
+    table('assistants', `conversation turns: ${options.turns} turns one after another, each beside a plain chat completion of the same history (upstream ${options.latencyMs} ms, same metering)`, [
+      { calls: options.turns, 'turn p50 ms': p(turnTimes, 0.5).toFixed(1), 'plain p50 ms': p(plainTimes, 0.5).toFixed(1), 'turn p99 ms': p(turnTimes, 0.99).toFixed(1), 'plain p99 ms': p(plainTimes, 0.99).toFixed(1), 'added p50 ms': (p(turnTimes, 0.5) - p(plainTimes, 0.5)).toFixed(1), 'added p99 ms': addedP99.toFixed(1) },
+    ]);
+    goal('assistants', { figure: "a conversation turn's added latency, p99", target: '≤ 5 ms', value: `${addedP99.toFixed(1)} ms`, met: addedP99 <= 5 });
+  } finally {
+    worker.shutdown();
+    await running.catch(() => undefined);
+    await connection.close();
+    await platform.close();
+    await stopChild(emulator);
+    await stopChild(temporal.process);
+  }
+}
+
+let currentConversation: string | undefined;
