@@ -185,7 +185,11 @@ const configSchema = z.object({
 
   /** How long a run waits in requires_action for tool outputs before it expires (spec 1: 10 minutes). */
   ASSISTANT_REQUIRES_ACTION_SECONDS: z.coerce.number().int().min(1).max(3_600).default(600),
-  /** A run's model step whose worker went silent this long is taken over by another worker. */
+  /**
+   * A run's model step (a local activity) retries on its own worker for this long before further
+   * retries are scheduled through the Temporal server. A worker that dies mid-step is replaced when
+   * the run's workflow task times out, and the step runs again there, billed once.
+   */
   ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(30),
 
   /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */

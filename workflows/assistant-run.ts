@@ -6,7 +6,7 @@ import { QUICK_STEP } from './activity-profiles.js';
 export interface RunWorkflowInput {
   runId: string;
   requiresActionSeconds: number;
-  /** A model step whose worker stops heartbeating this long is run again elsewhere (it answers as recorded, or calls again, billed once). */
+  /** How long a model step retries on its own worker before retries go through the server (Temporal's local retry threshold). */
   heartbeatSeconds: number;
 }
 
