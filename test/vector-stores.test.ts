@@ -1,8 +1,5 @@
 import OpenAI, { toFile } from 'openai';
-import type { Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis } from '../shared/platform/redis.js';
-import { startConsumers } from '../shared/platform/queues.js';
 import { creditDeveloperWallet } from '../shared/accounts/accounts.js';
 import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { blindTerms, sealText, sealVector, textAad, vectorAad } from '../shared/vector-stores/crypto.js';
@@ -10,10 +7,9 @@ import { rebuildIvf } from '../shared/vector-stores/ivf.js';
 import { findStoreById, partitionOf } from '../shared/vector-stores/repository.js';
 import { nearestByVector } from '../shared/vector-stores/search.js';
 import { sweepVectorStores } from '../shared/vector-stores/sweep.js';
-import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumers.js';
-import { startInProcessWorker } from './support/batch-helpers.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
+import { startInProcessWorkers } from './support/in-process-workers.js';
 import { pollUntil } from './support/poll.js';
 import { bearer, call, createDeveloper, walletBalanceMicros, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -26,22 +22,15 @@ let emulated: EmulatedGateway;
 let gateway: TestPlatform;
 let developer: TestDeveloper;
 let client: OpenAI;
-let consumers: Worker[];
-let stopTemporal: () => Promise<void>;
-let closeBlocking: () => Promise<unknown>;
+let workers: { stop(): Promise<void> };
 
 beforeAll(async () => {
   ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ VECTOR_STORE_EMBED_BATCH: '4' }, 100_000_000));
-  const blocking = createRedis(gateway.config.REDIS_URL, 'blocking', gateway.platform.logger);
-  closeBlocking = () => blocking.quit();
-  consumers = startConsumers(vectorStoreConsumerDefinitions(gateway.platform), blocking, gateway.platform.queues.prefix, gateway.platform.logger);
-  stopTemporal = (await startInProcessWorker(gateway.platform)).stop;
+  workers = await startInProcessWorkers(gateway.platform);
   client = new OpenAI({ baseURL: `${gateway.baseUrl}/v1`, apiKey: developer.key, maxRetries: 0 });
 });
 afterAll(async () => {
-  await Promise.all(consumers?.map((consumer) => consumer.close()) ?? []);
-  await stopTemporal?.();
-  await closeBlocking?.();
+  await workers?.stop();
   await emulated?.close();
 });
 

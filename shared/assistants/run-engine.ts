@@ -1,6 +1,6 @@
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { getCustomer } from '../customers/customers.js';
+import { backgroundCall } from '../billing/background-call.js';
 import { withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
@@ -165,15 +165,8 @@ async function publish(platform: GatewayServices, runId: string, events: RunEven
   }
 }
 
-async function meteredCallOf(platform: GatewayServices, run: repo.RunRow): Promise<MeteredCall> {
-  return {
-    developerId: run.developer_id,
-    payerAccountId: run.payer_account_id,
-    customer: run.customer_id ? await getCustomer(platform.db, run.developer_id, run.customer_id) : null,
-    billableOverrideMicros: undefined,
-    tokenCounterKeys: [],
-    requestId: `run_${run.id.slice(4)}`,
-  };
+function meteredCallOf(platform: GatewayServices, run: repo.RunRow): Promise<MeteredCall> {
+  return backgroundCall(platform.db, { developerId: run.developer_id, payerAccountId: run.payer_account_id, customerId: run.customer_id, requestId: `run_${run.id.slice(4)}` });
 }
 
 function hasFileSearch(run: repo.RunRow): boolean {

@@ -1,7 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { getCustomer } from '../customers/customers.js';
+import { backgroundCall } from '../billing/background-call.js';
 import { withTransaction } from '../db/pool.js';
 import { ServiceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
@@ -308,16 +308,8 @@ async function failFile(platform: GatewayServices, job: IngestJob, error: { code
 }
 
 /** The metered call an ingest's embeddings bill to: the attach's payer, or the customer it named. */
-async function meteredCallOf(platform: GatewayServices, file: repo.StoreFileRow): Promise<MeteredCall> {
-  return {
-    developerId: file.developer_id,
-    payerAccountId: file.payer_account_id,
-    customer: file.customer_id ? await getCustomer(platform.db, file.developer_id, file.customer_id) : null,
-    billableOverrideMicros: undefined,
-    // Ingest paces itself (bounded stage concurrency); its tokens do not spend the per-minute windows of synchronous calls.
-    tokenCounterKeys: [],
-    requestId: `ingest_${file.vector_store_id}_${file.file_id}_${file.attempt}`,
-  };
+function meteredCallOf(platform: GatewayServices, file: repo.StoreFileRow): Promise<MeteredCall> {
+  return backgroundCall(platform.db, { developerId: file.developer_id, payerAccountId: file.payer_account_id, customerId: file.customer_id, requestId: `ingest_${file.vector_store_id}_${file.file_id}_${file.attempt}` });
 }
 
 /** Embeds texts with the store's model through the gateway's metering; `billingKey` makes the charge once-only. */

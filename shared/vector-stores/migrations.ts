@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { GatewayServices } from '../composition/gateway.js';
-import { getCustomer } from '../customers/customers.js';
+import { backgroundCall } from '../billing/background-call.js';
 import { withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
@@ -130,14 +130,7 @@ export async function reembedBatch(platform: GatewayServices, id: string, wrappe
   const { migration, store } = await migrationOf(platform, id);
   if (migration.status !== 'in_progress') return { remaining: 0, done: migration.chunks_done };
   const keys = await keysFor(platform, store, wrappedKey);
-  const call = {
-    developerId: migration.developer_id,
-    payerAccountId: migration.payer_account_id,
-    customer: migration.customer_id ? await getCustomer(platform.db, migration.developer_id, migration.customer_id) : null,
-    billableOverrideMicros: undefined,
-    tokenCounterKeys: [],
-    requestId: `migration_${migration.id}`,
-  };
+  const call = await backgroundCall(platform.db, { developerId: migration.developer_id, payerAccountId: migration.payer_account_id, customerId: migration.customer_id, requestId: `migration_${migration.id}` });
   const batchSize = platform.config.VECTOR_STORE_EMBED_BATCH;
   for (let round = 0; round < 8; round++) {
     const pending = await repo.unembeddedInSpace(platform.db, store.id, migration.to_space, batchSize);
