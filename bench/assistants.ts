@@ -8,6 +8,10 @@
  * Figures are printed, never asserted.
  */
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Context } from '@temporalio/activity';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +70,7 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
   const { worker, connection } = await createTemporalWorker(platform, { bundle: await bundleWorkflows() });
   const running = worker.run();
   try {
+    await measureTemporalFloor(temporal.address, options);
     const developer = await createDeveloperAccount(platform.db, { email: `asst-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 10_000_000_000 });
     const caller = { developerId: developer.id, payerAccountId: developer.id, customerId: null };
 
@@ -136,3 +141,48 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
 }
 
 let currentConversation: string | undefined;
+
+/**
+ * The floor under the run figures: workflows that do nothing, started the same way (`concurrency`
+ * at a time, each followed until it ends) on the same server by a worker in this process. No run
+ * can be faster than these; what a run adds above them is the platform's own work.
+ */
+async function measureTemporalFloor(address: string, options: AssistantBenchOptions): Promise<void> {
+  const taskQueue = `svc-bench-floor-${process.pid}`;
+  const ended = new Map<string, () => void>();
+  const connection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowBundle: await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./support/floor-workflows.ts', import.meta.url)), logger: quietLogger }),
+    activities: { step: async (last: boolean) => void (last && ended.get(Context.current().info.workflowExecution?.workflowId ?? "")?.()) },
+  });
+  const running = worker.run();
+  const client = new Client({ connection: await Connection.connect({ address }) });
+  const rows = [];
+  try {
+    for (const workflowType of ['emptyWorkflow', 'runShapedWorkflow']) {
+      let next = 0;
+      const started = performance.now();
+      await Promise.all(Array.from({ length: options.concurrency }, async () => {
+        for (let i = next++; i < options.runs; i = next++) {
+          const workflowId = `${workflowType}-${process.pid}-${i}`;
+          const done = new Promise<void>((resolve) => ended.set(workflowId, resolve));
+          await client.workflow.start(workflowType, { taskQueue, workflowId });
+          await done;
+          ended.delete(workflowId);
+        }
+      }));
+      const seconds = (performance.now() - started) / 1000;
+      rows.push({ workflow: workflowType === 'emptyWorkflow' ? 'empty (one no-op local step)' : 'run-shaped (three no-op local steps)', workflows: options.runs, 'at a time': options.concurrency, 'workflows/s': (options.runs / seconds).toFixed(1) });
+    }
+  } finally {
+    worker.shutdown();
+    await running.catch(() => undefined);
+    await connection.close();
+    await client.connection.close();
+  }
+  table('assistants', 'floor: workflows that do nothing, on the same Temporal server and an in-process worker, started and followed the same way as the runs', rows);
+}
+
+const quietLogger = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined, log: () => undefined };

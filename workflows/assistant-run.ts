@@ -1,4 +1,4 @@
-import { ApplicationFailure, condition, defineSignal, proxyLocalActivities, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, condition, defineSignal, patched, proxyLocalActivities, setHandler } from '@temporalio/workflow';
 import type { AssistantActivities } from '../workers/assistant-activities.js';
 import { QUICK_STEP } from './activity-profiles.js';
 
@@ -25,11 +25,12 @@ const steps = proxyLocalActivities<AssistantActivities>(QUICK_STEP);
 const MAX_RUN_STEPS = 24;
 
 /**
- * One run of an assistant on a thread (workflow id = run id). Its history reads: startRun, then
- * runModelStep 0, 1, ... (each one model call through the gateway's chat path, file_search run
- * inside it), waiting between them for tool outputs when the model calls a function, until the
- * model answers in text; then finishRun. A worker killed mid-step is replaced and the step,
- * recorded once, answers as it did.
+ * One run of an assistant on a thread (workflow id = run id). Its history reads: runModelStep 0,
+ * 1, ... (each one model call through the gateway's chat path, file_search run inside it; step 0
+ * starts the run), waiting between them for tool outputs when the model calls a function, until
+ * the model answers in text, which completes the run in the same step. A run without tools is
+ * therefore one local activity. A worker killed mid-step is replaced and the step, recorded once,
+ * answers as it did.
  */
 export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<string> {
   const { runId } = input;
@@ -51,15 +52,19 @@ export async function assistantRunWorkflow(input: RunWorkflowInput): Promise<str
   setHandler(cancelRunSignal, () => {
     wakeups++;
   });
+  // Runs begun before start and finish moved into the model step replay their own history.
+  const startsInModelStep = patched('run-starts-and-completes-in-model-step');
   try {
-    const started = await steps.startRun(runId);
-    if (started.cancelling) return finish(runId, 'cancelled');
-    if (!started.running) return 'stopped';
+    if (!startsInModelStep) {
+      const started = await steps.startRun(runId);
+      if (started.cancelling) return finish(runId, 'cancelled');
+      if (!started.running) return 'stopped';
+    }
     for (let step = 0; step < MAX_RUN_STEPS; ) {
       const outcome = await runModelStep(runId, step);
       switch (outcome.kind) {
         case 'message':
-          return finish(runId, 'completed');
+          return startsInModelStep ? 'completed' : finish(runId, 'completed');
         case 'cancelling':
           return finish(runId, 'cancelled');
         case 'stopped':

@@ -1,7 +1,7 @@
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { backgroundCall } from '../billing/background-call.js';
-import { withTransaction } from '../db/pool.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
@@ -40,16 +40,27 @@ export async function startRun(platform: GatewayServices, runId: string): Promis
   return { running: run?.status === 'in_progress', cancelling: run?.status === 'cancelling' };
 }
 
+/**
+ * One model call of a run. Step 0 also starts a queued run (queued -> in_progress), and a step
+ * that answers in text also completes the run, in the transaction that posts the message: a run
+ * without tools is one local activity, and a retried step finds what it recorded.
+ */
 export async function runModelStep(platform: GatewayServices, runId: string, stepIndex: number): Promise<StepOutcome> {
-  const run = await repo.findRunById(platform.db, runId);
+  let run = await repo.findRunById(platform.db, runId);
   if (!run) return { kind: 'stopped' };
+  if (run.status === 'queued' && stepIndex === 0) {
+    const started = await repo.moveRun(platform.db, runId, ['queued'], 'in_progress');
+    if (started) await publish(platform, runId, [{ event: 'thread.run.in_progress', data: formatRun(started, []) }]);
+    run = started ?? (await repo.findRunById(platform.db, runId))!;
+  }
   if (run.status === 'cancelling') return { kind: 'cancelling' };
-  const recorded = await repo.findStep(platform.db, runId, stepIndex);
+  const steps = await repo.stepsOf(platform.db, runId);
+  const recorded = steps.find((step) => step.step_index === stepIndex);
   if (recorded) return outcomeOf(platform, run, recorded);
   if (run.status !== 'in_progress') return { kind: 'stopped' };
+  const priorSteps = steps.filter((step) => step.step_index < stepIndex);
 
   const call = await meteredCallOf(platform, run);
-  const priorSteps = (await repo.stepsOf(platform.db, runId)).filter((step) => step.step_index < stepIndex);
   const input = parseChatInput(await chatBodyOf(platform, run, priorSteps), { idempotencyKey: undefined });
   const targets = await planChat(input, resolutionContextFor(platform, run.developer_id), platform.providers);
   const completed = await completeChat(platform, call, input, targets, { signal: new AbortController().signal, billingKey: `run:${run.id}:${stepIndex}` });
@@ -59,7 +70,7 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
 
   if (toolCalls.length === 0) {
     const text = typeof choice.message.content === 'string' ? choice.message.content : '';
-    const { message, step } = await withTransaction(platform.db, async (client) => {
+    const { message, step, finished } = await withTransaction(platform.db, async (client) => {
       const messageId = newId('msg_');
       const appended = await repo.appendMessages(client, run.thread_id, [
         { id: messageId, role: 'assistant', content: [withCitations(text, priorSteps)], attachments: null, assistant_id: run.assistant_id, run_id: run.id, step_index: stepIndex, metadata: null },
@@ -69,7 +80,7 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
         id: newId('step_'), run_id: run.id, step_index: stepIndex, type: 'message_creation', status: 'completed',
         step_details: { type: 'message_creation', message_creation: { message_id: appended[0]!.id } }, ...usage,
       });
-      return { message: appended[0]!, step: recordedStep };
+      return { message: appended[0]!, step: recordedStep, finished: await endRun(client, run.id, 'completed') };
     });
     const formatted = formatMessage(message);
     await publish(platform, run.id, [
@@ -78,6 +89,7 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
       { event: 'thread.message.delta', data: { id: message.id, object: 'thread.message.delta', delta: { content: (message.content as MessageContentText[]).map((part, index) => ({ index, ...part })) } } },
       { event: 'thread.message.completed', data: formatted },
       { event: 'thread.run.step.completed', data: formatStep(run, step) },
+      ...(finished ? [{ event: 'thread.run.completed', data: formatRun(finished, [...priorSteps, step]) }] : []),
     ]);
     return { kind: 'message' };
   }
@@ -142,18 +154,21 @@ export async function afterRequiresAction(platform: GatewayServices, runId: stri
 }
 
 /** The run's end: its state, its unfinished steps, and run.completed / run.failed / run.cancelled, in one transaction. */
-export async function finishRun(platform: GatewayServices, runId: string, outcome: 'completed' | 'failed' | 'cancelled' | 'expired', error?: { code: string; message: string }): Promise<void> {
-  const finished = await withTransaction(platform.db, async (client) => {
-    const from: repo.RunStatus[] = outcome === 'cancelled' ? ['queued', 'in_progress', 'requires_action', 'cancelling'] : ['queued', 'in_progress', 'requires_action', 'cancelling'];
-    const moved = await repo.moveRun(client, runId, from, outcome, { required_action: null, ...(error && { last_error: error }) });
-    if (!moved) return undefined;
-    const finished = moved;
-    await repo.closeOpenSteps(client, runId, outcome === 'completed' ? 'failed' : outcome === 'cancelled' ? 'cancelled' : outcome === 'expired' ? 'expired' : 'failed');
-    const type = outcome === 'completed' ? 'run.completed' : outcome === 'cancelled' ? 'run.cancelled' : 'run.failed';
-    await recordEvent(client, finished.developer_id, type, { id: runId, thread_id: finished.thread_id, assistant_id: finished.assistant_id, status: outcome, ...(error && { last_error: error }) });
-    return finished;
-  });
+export async function finishRun(platform: GatewayServices, runId: string, outcome: RunOutcome, error?: { code: string; message: string }): Promise<void> {
+  const finished = await withTransaction(platform.db, (client) => endRun(client, runId, outcome, error));
   if (finished) await publish(platform, runId, [{ event: `thread.run.${outcome}`, data: formatRun(finished, await repo.stepsOf(platform.db, runId)) }]);
+}
+
+type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'expired';
+
+/** Inside the caller's transaction: undefined when the run had already ended. */
+async function endRun(client: Queryable, runId: string, outcome: RunOutcome, error?: { code: string; message: string }): Promise<repo.RunRow | undefined> {
+  const finished = await repo.moveRun(client, runId, ['queued', 'in_progress', 'requires_action', 'cancelling'], outcome, { required_action: null, ...(error && { last_error: error }) });
+  if (!finished) return undefined;
+  await repo.closeOpenSteps(client, runId, outcome === 'cancelled' ? 'cancelled' : outcome === 'expired' ? 'expired' : 'failed');
+  const type = outcome === 'completed' ? 'run.completed' : outcome === 'cancelled' ? 'run.cancelled' : 'run.failed';
+  await recordEvent(client, finished.developer_id, type, { id: runId, thread_id: finished.thread_id, assistant_id: finished.assistant_id, status: outcome, ...(error && { last_error: error }) });
+  return finished;
 }
 
 /** Progress for the run's stream followers; a follower that misses it still finds the state in the row. */
