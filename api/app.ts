@@ -1,6 +1,8 @@
-import express, { type Express, type Router } from 'express';
+import express, { type ErrorRequestHandler, type Express, type Router } from 'express';
 import { Registry } from 'prom-client';
+import { MAX_ENTRY_REQUEST_BYTES } from '../shared/brains/entries.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
+import { serviceError } from '../shared/errors.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
@@ -34,6 +36,11 @@ export function createGatewayApp(platform: GatewayServices, options: GatewayAppO
     res.send(await exposed.metrics());
   });
 
+  // Brain entries carry bodies of up to 100 MB (spec 2): their JSON is read with room for escapes,
+  // and one past even that is the spec's 413 entry_too_large.
+  app.use('/v1/brains', express.json({ limit: MAX_ENTRY_REQUEST_BYTES, type: ['application/json', 'application/*+json'] }), ((error, _req, _res, next) => {
+    next((error as { type?: string }).type === 'entity.too.large' ? serviceError('entry_too_large', { param: 'body' }) : error);
+  }) as ErrorRequestHandler);
   app.use(express.json({ limit: config.JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
   app.use(readCredential);
 

@@ -126,6 +126,8 @@ const configSchema = z.object({
   /** Consecutive failed attempts after which the worker moves an endpoint to disabled_after_failures. */
   WEBHOOK_FAILURE_STREAK_THRESHOLD: z.coerce.number().int().min(1).default(100),
   /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */
+  /** Brains (spec 2): off, every /v1/brains route answers 404. */
+  SVC_BRAINS_ENABLED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   /** A PEM file of extra CAs trusted for webhook receivers (a private CA, or a test receiver's self-signed certificate). */
   WEBHOOK_EXTRA_CA_FILE: z.string().min(1).optional(),

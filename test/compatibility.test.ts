@@ -27,7 +27,7 @@ describe('GET /v1/compatibility is derived from the mounted routes', () => {
 
   it('lists files and batches as available, and what is not built yet as planned', () => {
     const status = Object.fromEntries(surfaces.map((surface) => [surface.surface, surface.status]));
-    expect(status).toMatchObject({ files: 'available', batches: 'available', 'chat.completions': 'available', vector_stores: 'available', assistants: 'available', conversations: 'available', brains: 'planned' });
+    expect(status).toMatchObject({ files: 'available', batches: 'available', 'chat.completions': 'available', vector_stores: 'available', assistants: 'available', conversations: 'available', brains: 'available', packs: 'planned' });
     expect(surfaces.find((surface) => surface.surface === 'files')?.compatible_with).toBe('openai.files');
   });
 

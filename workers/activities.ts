@@ -3,6 +3,7 @@ import { createWebhookActivities } from './webhook-activities.js';
 import { createBatchActivities } from './batch-activities.js';
 import { createVectorStoreActivities } from './vector-store-activities.js';
 import { createAssistantActivities } from './assistant-activities.js';
+import { createBrainActivities } from './brain-activities.js';
 
 /**
  * Activities are thin adapters over domain code, made by a factory over the process's shared
@@ -14,5 +15,6 @@ export function createActivities(platform: GatewayServices): Record<string, (...
     ...createBatchActivities(platform),
     ...createVectorStoreActivities(platform),
     ...createAssistantActivities(platform),
+    ...createBrainActivities(platform),
   };
 }

@@ -9,3 +9,4 @@ export { batchWorkflow } from './batch.js';
 export { vectorStoreDeletionWorkflow } from './vector-store-deletion.js';
 export { vectorStoreMigrationWorkflow } from './vector-store-migration.js';
 export { assistantRunWorkflow } from './assistant-run.js';
+export { brainDeletionWorkflow } from './brain-deletion.js';

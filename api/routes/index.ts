@@ -4,6 +4,7 @@ import { accountRoutes } from './accounts.js';
 import { assistantRoutes } from './assistants.js';
 import { batchRoutes } from './batches.js';
 import { billingRoutes } from './billing.js';
+import { brainRoutes } from './brains.js';
 import { chatRoutes } from './chat.js';
 import { clientTokenRoutes } from './client-tokens.js';
 import { conversationRoutes } from './conversations.js';
@@ -46,6 +47,7 @@ export function gatewayRoutes(platform: GatewayServices): RouteDefinition[] {
     ...vectorStoreRoutes(platform),
     ...assistantRoutes(platform),
     ...conversationRoutes(platform),
+    ...brainRoutes(platform),
   ];
   return table;
 }

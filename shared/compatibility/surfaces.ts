@@ -32,6 +32,7 @@ export const SURFACES: Record<string, SurfaceInfo> = {
   assistants: { compatible_with: 'openai.beta.assistants', notes: 'Assistants v2: assistants, threads, messages, runs (Temporal workflows), steps, submit_tool_outputs, file_search over vector stores' },
   conversations: { compatible_with: 'svc.conversations', notes: "a customer's conversations: turns through the chat path under a lock (Redis, TTL, fencing token)" },
   vector_stores: { compatible_with: 'openai.vector_stores', notes: 'plus embedding_model, encryption (managed, byok), vector_sealing, vector_index, graphrag_enabled; unlock and hybrid search' },
+  brains: { compatible_with: 'svc.brains', notes: 'spec 2: entries versioned bi-temporally (recall as_of), composite recall with explain and misses; encryption none, standard, strict' },
   customers: { compatible_with: 'svc.customers' },
   client_tokens: { compatible_with: 'svc.client_tokens' },
   customer_wallets: { compatible_with: 'svc.customer_wallets' },

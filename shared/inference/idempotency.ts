@@ -60,6 +60,23 @@ export class IdempotencyStore {
     await this.redis.del(this.redisKey(scope));
   }
 
+  /**
+   * Runs `work` once per key: a retry with the same body gets the first result (replayed true), a
+   * different body is 409 idempotency_key_reuse, and a failure gives the key back.
+   */
+  async run<T>(scope: IdempotencyScope, body: unknown, work: () => Promise<T>): Promise<{ result: T; replayed: boolean }> {
+    const begun = await this.begin(scope, body);
+    if ('replay' in begun) return { result: begun.replay.body as T, replayed: true };
+    try {
+      const result = await work();
+      await this.complete(scope, body, { status: 200, headers: {}, body: result });
+      return { result, replayed: false };
+    } catch (error) {
+      await this.abandon(scope).catch(() => undefined);
+      throw error;
+    }
+  }
+
   private redisKey(scope: IdempotencyScope): string {
     const key = createHash('sha256').update(scope.key).digest('hex');
     return `${this.prefix}:idem:${scope.developerId}:${scope.customerId ?? '-'}:${key}`;

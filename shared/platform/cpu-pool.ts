@@ -1,4 +1,5 @@
 import { Piscina } from 'piscina';
+import type { CompositeFactors, CompositeRankInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
 import type { DotTopKInput, KMeansInput, KMeansResult, TopK } from '../scoring/vector-index.js';
 
@@ -32,6 +33,11 @@ export class CpuPool {
   kMeans(input: KMeansInput): Promise<KMeansResult> {
     const transfer = [input.sampleRows.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
     return this.piscina.run(input, { name: 'kMeans', transferList: transfer });
+  }
+
+  /** A brain's recall re-score of its candidates (cosine x tier x recency x usage x graph). */
+  compositeRank(input: CompositeRankInput): Promise<CompositeFactors[]> {
+    return this.piscina.run(input, { name: 'compositeRank' });
   }
 
   close(): Promise<void> {

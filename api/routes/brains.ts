@@ -1,0 +1,93 @@
+import type { Request } from 'express';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { createBrain, deleteBrain, getBrain, listBrains, updateBrain } from '../../shared/brains/brains.js';
+import { deleteEntry, getEntry, listEntries, listScopes, patchEntry, putEntry } from '../../shared/brains/entries.js';
+import { recall } from '../../shared/brains/recall.js';
+import { brainListQuery, createBrainBody, entryListQuery, patchEntryBody, putEntryBody, recallBody, scopeListQuery, updateBrainBody } from '../../shared/brains/schemas.js';
+import { IdempotencyStore } from '../../shared/inference/idempotency.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { meteredCallOf } from '../middleware/metered-call.js';
+import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
+
+/**
+ * Brains (spec 2), behind SVC_BRAINS_ENABLED: off, none of these routes is mounted and every
+ * /v1/brains path answers 404. Writes that embed and recall are metered calls: Svc-Customer (or
+ * the body's `user`) bills their embeddings to that customer. Entry writes honour Idempotency-Key.
+ */
+export function brainRoutes(platform: GatewayServices): RouteDefinition[] {
+  if (!platform.config.SVC_BRAINS_ENABLED) return [];
+  const surface = 'brains';
+  const write = developerKey('api:write');
+  const read = developerKey('api:read');
+  const developer = (req: Request) => principalOf(req).accountId;
+  const brain = (req: Request) => String(req.params.id);
+  const entry = (req: Request) => String(req.params.entryId);
+  const idempotency = new IdempotencyStore(platform.redis, platform.config.REDIS_KEY_PREFIX);
+
+  /** An entry write once per Idempotency-Key (24 h); without one, every request writes. */
+  const once = <T>(req: Request, body: unknown, work: () => Promise<T>): Promise<T> => {
+    const key = req.get('idempotency-key');
+    if (!key) return work();
+    const call = meteredCallOf(req);
+    return idempotency.run({ developerId: call.developerId, customerId: call.customer?.id ?? null, key: `brain-entry:${req.method}:${req.path}:${key}` }, body, work).then((outcome) => outcome.result);
+  };
+
+  return [
+    route({
+      method: 'post', path: '/v1/brains', surface, summary: 'Create a brain', access: write,
+      input: { body: createBrainBody },
+      handle: async (req, res, { body }) => res.json(await createBrain(platform, developer(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains', surface, summary: 'List brains (offset pagination, 100 a page by default)', access: read,
+      input: { query: brainListQuery },
+      handle: async (req, res, { query }) => res.json(await listBrains(platform, developer(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id', surface, summary: 'Retrieve a brain', access: read,
+      handle: async (req, res) => res.json(await getBrain(platform, developer(req), brain(req))),
+    }),
+    route({
+      method: 'patch', path: '/v1/brains/:id', surface, summary: "Update a brain's name, encryption (while empty) or memory_policy", access: write,
+      input: { body: updateBrainBody },
+      handle: async (req, res, { body }) => res.json(await updateBrain(platform, developer(req), brain(req), body)),
+    }),
+    route({
+      method: 'delete', path: '/v1/brains/:id', surface, summary: 'Delete a brain (its content is removed by a workflow)', access: write,
+      handle: async (req, res) => res.json(await deleteBrain(platform, developer(req), brain(req))),
+    }),
+    route({
+      method: 'put', path: '/v1/brains/:id/entries', surface, summary: 'Write an entry (embedded in the request; Idempotency-Key honoured)',
+      access: metered('api:write', null), input: { body: putEntryBody },
+      handle: async (req, res, { body }) => res.json(await once(req, body, () => putEntry(platform, developer(req), meteredCallOf(req), brain(req), body))),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/entries', surface, summary: "List a brain's entries, newest first", access: read,
+      input: { query: entryListQuery },
+      handle: async (req, res, { query }) => res.json(await listEntries(platform, developer(req), brain(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/entries/:entryId', surface, summary: 'Retrieve an entry (decrypted)', access: read,
+      handle: async (req, res) => res.json(await getEntry(platform, developer(req), brain(req), entry(req))),
+    }),
+    route({
+      method: 'patch', path: '/v1/brains/:id/entries/:entryId', surface, summary: 'Change some fields of an entry (re-embeds only when title, body or class change)',
+      access: metered('api:write', null), input: { body: patchEntryBody },
+      handle: async (req, res, { body }) => res.json(await once(req, body, () => patchEntry(platform, developer(req), meteredCallOf(req), brain(req), entry(req), body))),
+    }),
+    route({
+      method: 'delete', path: '/v1/brains/:id/entries/:entryId', surface, summary: 'Delete an entry (it stays visible to recall as_of earlier instants)', access: write,
+      handle: async (req, res) => res.json(await deleteEntry(platform, developer(req), brain(req), entry(req))),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/scopes', surface, summary: 'Scopes at or below a scope, with their entry counts', access: read,
+      input: { query: scopeListQuery },
+      handle: async (req, res, { query }) => res.json(await listScopes(platform, developer(req), brain(req), query)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/recall', surface, summary: 'Recall: composite-ranked hits, with explain, misses and as_of',
+      access: metered('api:read', null), input: { body: recallBody },
+      handle: async (req, res, { body }) => res.json(await recall(platform, developer(req), meteredCallOf(req), brain(req), body)),
+    }),
+  ];
+}

@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { withErrorCode } from '../validation.js';
+import { memoryPolicyPatch } from './policy.js';
+
+/** Request shapes of /v1/brains (spec 2). Rules across fields and against the brain are checked by the domain. */
+export const BRAIN_ENCRYPTIONS = ['none', 'standard', 'strict'] as const;
+export const ENTRY_CLASSES = ['reference', 'memory', 'policy'] as const;
+export const TRUST_LEVELS = ['high', 'low'] as const;
+
+/** A scope path: `/` or `/segment/segment...`, segments of letters, digits, `_`, `-` and `.`. */
+export const SCOPE_PATH = /^\/$|^(\/[A-Za-z0-9_.-]{1,128}){1,32}$/;
+export const scopePath = withErrorCode(z.string().max(1_024).regex(SCOPE_PATH, 'a path such as / or /team/project: segments of letters, digits, _, - and .'), 'invalid_brain_scope');
+
+export const createBrainBody = z.strictObject({
+  name: z.string().trim().min(1).max(256),
+  encryption: withErrorCode(z.enum(BRAIN_ENCRYPTIONS), 'invalid_encryption').optional(),
+  embedding_model: withErrorCode(z.string().min(1), 'invalid_embedding_model').optional().describe('Any embedding id of the catalog, with or without its provider prefix; default openai/text-embedding-3-small.'),
+  memory_policy: memoryPolicyPatch.optional().describe('Partial; merged over the defaults.'),
+});
+
+export const updateBrainBody = z.strictObject({
+  name: z.string().trim().min(1).max(256).optional(),
+  encryption: withErrorCode(z.enum(BRAIN_ENCRYPTIONS), 'invalid_encryption').optional().describe('Only while the brain has no entries.'),
+  memory_policy: memoryPolicyPatch.optional().describe('Partial; merged over the current policy.'),
+});
+
+export const brainListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+const entryId = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : and -, up to 128 characters');
+
+/** The write fields of an entry; `body` is measured in bytes by the domain (413 entry_too_large past 100 MB). */
+export const putEntryBody = z.strictObject({
+  entry_id: entryId.optional(),
+  scope: scopePath.optional(),
+  class: z.enum(ENTRY_CLASSES).optional(),
+  type: z.string().min(1).max(64).nullable().optional(),
+  title: z.string().max(1_024).nullable().optional(),
+  body: z.string().min(1),
+  trust: z.enum(TRUST_LEVELS).optional(),
+  user: z.string().min(1).max(256).optional().describe('Bills the embedding to this customer (as Svc-Customer).'),
+});
+
+export const patchEntryBody = z.strictObject({
+  scope: scopePath.optional(),
+  class: z.enum(ENTRY_CLASSES).optional(),
+  type: z.string().min(1).max(64).nullable().optional(),
+  title: z.string().max(1_024).nullable().optional(),
+  body: z.string().min(1).optional(),
+  trust: z.enum(TRUST_LEVELS).optional(),
+  user: z.string().min(1).max(256).optional(),
+});
+
+export const entryListQuery = z.strictObject({
+  scope: scopePath.optional(),
+  class: z.enum(ENTRY_CLASSES).optional(),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+export const scopeListQuery = z.strictObject({
+  scope: scopePath,
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+export const recallBody = z.strictObject({
+  query: z.string().min(1).max(100_000),
+  scope: scopePath.optional(),
+  top_k: z.number().int().min(1).optional().describe('Default 8; above 100 is clamped to 100.'),
+  min_score: z.number().min(0).max(1).optional(),
+  classes: z.array(z.enum(ENTRY_CLASSES)).min(1).optional(),
+  types: z.array(z.string().min(1).max(64)).min(1).max(64).optional(),
+  inherit: z.boolean().optional(),
+  subtree: z.boolean().optional(),
+  explain: z.boolean().optional(),
+  explain_misses: z.boolean().optional(),
+  misses_top_k: z.number().int().min(1).optional().describe('Default top_k; above 100 is clamped to 100.'),
+  as_of: z.iso.datetime({ offset: true }).optional(),
+  user: z.string().min(1).max(256).optional(),
+});

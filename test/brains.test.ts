@@ -1,0 +1,265 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { partitionOf } from '../shared/brains/repository.js';
+import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { expectError } from './support/expect-error.js';
+import { startInProcessWorkers } from './support/in-process-workers.js';
+import { pollUntil } from './support/poll.js';
+import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+
+/**
+ * Brains (spec 2) end to end against the real services and the emulator's embeddings (which rank
+ * related text first): brains, entries and their versions, recall's composite ranking, scopes,
+ * explain and misses, as_of, sealing, the flag, and cross-tenant 404s.
+ */
+let emulated: EmulatedGateway;
+let gateway: TestPlatform;
+let developer: TestDeveloper;
+let other: TestDeveloper;
+let workers: { stop(): Promise<void> };
+
+beforeAll(async () => {
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({}, 50_000_000));
+  other = await createDeveloper(gateway.platform, { creditMicros: 5_000_000, scopes: ['admin'] });
+  workers = await startInProcessWorkers(gateway.platform);
+});
+afterAll(async () => {
+  await workers?.stop();
+  await emulated?.close();
+});
+
+const as = (key: string, headers: Record<string, string> = {}) => ({ ...bearer(key), ...headers });
+const send = (method: string, path: string, json?: unknown, headers: Record<string, string> = as(developer.key)) => call(gateway.baseUrl, path, { method, ...(json !== undefined && { json }), headers });
+const post = (path: string, json: unknown, headers?: Record<string, string>) => send('POST', path, json, headers);
+const put = (path: string, json: unknown, headers?: Record<string, string>) => send('PUT', path, json, headers);
+const patch = (path: string, json: unknown, headers?: Record<string, string>) => send('PATCH', path, json, headers);
+const get = (path: string, headers?: Record<string, string>) => send('GET', path, undefined, headers);
+const del = (path: string, headers?: Record<string, string>) => send('DELETE', path, undefined, headers);
+
+async function newBrain(body: Record<string, unknown> = {}) {
+  const created = await post('/v1/brains', { name: `brain ${Math.random()}`, ...body });
+  expect(created.status).toBe(200);
+  return created.body as { id: string; encryption: string; memory_policy: any; embedding_model: string; embedding_dims: number };
+}
+
+async function write(brainId: string, entry: Record<string, unknown>, headers?: Record<string, string>) {
+  const written = await put(`/v1/brains/${brainId}/entries`, entry, headers);
+  expect(written.status, JSON.stringify(written.body)).toBe(200);
+  return written.body as { entry_id: string; chunks: number; scope: string };
+}
+
+const recall = (brainId: string, body: Record<string, unknown>) => post(`/v1/brains/${brainId}/recall`, body);
+
+describe('brains', () => {
+  it('creates with defaults merged under a partial policy, lists, reads, renames and deletes', async () => {
+    const brain = await newBrain({ embedding_model: 'openai/text-embedding-3-small', memory_policy: { consolidate_at: 20, chunking: { strategy: 'paragraph', max_chars: 500 } } });
+    expect(brain).toMatchObject({ object: 'brain', embedding_model: 'openai/text-embedding-3-small', embedding_dims: 1536, encryption: 'none', tuning: 'auto', autotune_frozen: false });
+    expect(brain.memory_policy).toMatchObject({ consolidate_at: 20, prune_grace_days: 45, decay_anchor: 'last_used', on_unfunded: 'fallback', chunking: { strategy: 'paragraph', max_chars: 500 } });
+    expect(brain.memory_policy.type_taxonomy.length).toBeGreaterThan(3);
+    const bare = await newBrain({ embedding_model: 'text-embedding-3-large' });
+    expect(bare).toMatchObject({ embedding_model: 'openai/text-embedding-3-large', embedding_dims: 3072 });
+
+    const listed = (await get('/v1/brains?limit=1')).body;
+    expect(listed).toMatchObject({ object: 'list', has_more: true, limit: 1, offset: 0 });
+    expect((await get(`/v1/brains/${brain.id}`)).body.id).toBe(brain.id);
+    expect((await patch(`/v1/brains/${brain.id}`, { name: 'renamed' })).body.name).toBe('renamed');
+
+    expect((await del(`/v1/brains/${bare.id}`)).body).toEqual({ id: bare.id, object: 'brain.deleted', deleted: true });
+    expectError(await get(`/v1/brains/${bare.id}`), 404, 'not_found');
+    // The workflow drops its content: the partition goes, then the row.
+    await pollUntil(() => gateway.platform.db.query(`SELECT 1 FROM brains WHERE id = $1`, [bare.id]), (result) => result.rows.length === 0, { timeoutMs: 30_000 });
+    const partition = await gateway.platform.db.query(`SELECT to_regclass($1) AS t`, [partitionOf(bare.id)]);
+    expect(partition.rows[0].t).toBeNull();
+  });
+
+  it('refuses bad input with the spec codes, and another tenant sees 404', async () => {
+    expectError(await post('/v1/brains', { name: 'x', encryption: 'paranoid' }), 400, 'invalid_encryption');
+    expectError(await post('/v1/brains', { name: 'x', embedding_model: 'gpt-4o' }), 400, 'invalid_embedding_model');
+    expectError(await post('/v1/brains', {}), 400, 'invalid_request');
+    const brain = await newBrain();
+    expectError(await get(`/v1/brains/${brain.id}`, as(other.key)), 404, 'not_found');
+    expectError(await recall(brain.id, { query: 'x' }).then(() => post(`/v1/brains/${brain.id}/recall`, { query: 'x' }, as(other.key))), 404, 'not_found');
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { body: 'x' }, as(other.key)), 404, 'not_found');
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { body: 'x', scope: 'no-slash' }), 400, 'invalid_brain_scope');
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { body: 'x', class: 'memory', type: 'gossip' }), 400, 'invalid_request', { param: 'type' });
+    await write(brain.id, { body: 'now it holds something' });
+    expectError(await patch(`/v1/brains/${brain.id}`, { encryption: 'standard' }), 409, 'brain_not_empty');
+  });
+
+  it('emits brain.policy.changed with the entries and types a policy change re-ranks', async () => {
+    const brain = await newBrain();
+    await write(brain.id, { class: 'memory', type: 'observation', body: 'The build takes nine minutes.' });
+    await write(brain.id, { class: 'memory', type: 'fact', body: 'The API is written in TypeScript.' });
+    const taxonomy = brain.memory_policy.type_taxonomy.map((entry: { type: string; weight: number }) => (entry.type === 'observation' ? { ...entry, weight: 0.2 } : entry));
+    expect((await patch(`/v1/brains/${brain.id}`, { memory_policy: { type_taxonomy: taxonomy } })).status).toBe(200);
+    const events = await gateway.platform.db.query(`SELECT data AS payload FROM outbox_events WHERE type = 'brain.policy.changed' AND data->>'id' = $1`, [brain.id]);
+    expect(events.rows.map((row) => row.payload)).toEqual([expect.objectContaining({ affected_entries: 1, changed_types: ['observation'] })]);
+  });
+});
+
+describe('entries', () => {
+  it('chunks reference entries by paragraph, keeps memories whole, lists newest first and deletes', async () => {
+    const brain = await newBrain({ memory_policy: { chunking: { strategy: 'paragraph', max_chars: 300 } } });
+    const paragraphs = Array.from({ length: 6 }, (_, i) => `Paragraph ${i} about the deployment pipeline. `.repeat(4));
+    const reference = await write(brain.id, { title: 'Deploy guide', body: paragraphs.join('\n\n'), scope: '/ops' });
+    expect(reference.chunks).toBeGreaterThan(2);
+    const memory = await write(brain.id, { class: 'memory', type: 'decision', body: 'We deploy on Tuesdays only.\n\nNever on Fridays.', scope: '/ops' });
+    expect(memory.chunks).toBe(1);
+    const listed = (await get(`/v1/brains/${brain.id}/entries?scope=/ops`)).body;
+    expect(listed.data.map((entry: { entry_id: string }) => entry.entry_id)).toEqual([memory.entry_id, reference.entry_id]);
+    expect((await get(`/v1/brains/${brain.id}/entries?class=memory`)).body.data).toHaveLength(1);
+    const one = (await get(`/v1/brains/${brain.id}/entries/${reference.entry_id}`)).body;
+    expect(one).toMatchObject({ title: 'Deploy guide', class: 'reference', scope: '/ops', use_count: 0, origin: 'native' });
+    expect((await del(`/v1/brains/${brain.id}/entries/${memory.entry_id}`)).body).toMatchObject({ object: 'brain.entry.deleted', deleted: true });
+    expectError(await get(`/v1/brains/${brain.id}/entries/${memory.entry_id}`), 404, 'not_found');
+  });
+
+  it('replaces in place by entry_id, and PATCH re-embeds only for title, body or class', async () => {
+    const brain = await newBrain();
+    const first = await write(brain.id, { entry_id: 'runbook-1', body: 'Restart the queue worker when it stalls.' });
+    expect(first.entry_id).toBe('runbook-1');
+    await write(brain.id, { entry_id: 'runbook-1', body: 'Restart the queue worker when it stalls, then check the dead letters.' });
+    expect((await get(`/v1/brains/${brain.id}/entries`)).body.data).toHaveLength(1);
+
+    const moved = await patch(`/v1/brains/${brain.id}/entries/runbook-1`, { scope: '/ops/queues' });
+    expect(moved.body).toMatchObject({ scope: '/ops/queues', reindexed: false, chunks: 1, body: 'Restart the queue worker when it stalls, then check the dead letters.' });
+    const rewritten = await patch(`/v1/brains/${brain.id}/entries/runbook-1`, { body: 'Drain the queue before restarting the worker.' });
+    expect(rewritten.body).toMatchObject({ reindexed: true, scope: '/ops/queues' });
+    const hits = (await recall(brain.id, { query: 'drain the queue before restarting', scope: '/ops/queues' })).body.data;
+    expect(hits[0]).toMatchObject({ entry_id: 'runbook-1', content: 'Drain the queue before restarting the worker.' });
+  });
+
+  it('replays an Idempotency-Key with the same body and refuses it with another', async () => {
+    const brain = await newBrain();
+    const headers = as(developer.key, { 'Idempotency-Key': `entry-${brain.id}` });
+    const first = await put(`/v1/brains/${brain.id}/entries`, { body: 'Idempotent memory.' }, headers);
+    const again = await put(`/v1/brains/${brain.id}/entries`, { body: 'Idempotent memory.' }, headers);
+    expect(again.body.entry_id).toBe(first.body.entry_id);
+    expect((await get(`/v1/brains/${brain.id}/entries`)).body.data).toHaveLength(1);
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { body: 'Something else.' }, headers), 409, 'idempotency_key_reuse');
+  });
+
+  it('lists scopes at or below a scope with their entry counts', async () => {
+    const brain = await newBrain();
+    for (const scope of ['/', '/team', '/team/api', '/team/api', '/team/web', '/other']) await write(brain.id, { body: `note in ${scope}`, scope });
+    const listed = (await get(`/v1/brains/${brain.id}/scopes?scope=/team`)).body;
+    expect(listed.data.map((row: { scope: string; entries: number }) => [row.scope, row.entries])).toEqual([['/team', 1], ['/team/api', 2], ['/team/web', 1]]);
+    expectError(await get(`/v1/brains/${brain.id}/scopes`), 400, 'invalid_brain_scope');
+  });
+});
+
+describe('recall', () => {
+  let brainId: string;
+  beforeAll(async () => {
+    const brain = await newBrain();
+    brainId = brain.id;
+    await write(brainId, { entry_id: 'pw', body: 'To reset your password open settings and choose reset password.', scope: '/' });
+    await write(brainId, { entry_id: 'billing', body: 'Invoices are sent on the first day of every month.', scope: '/' });
+    await write(brainId, { entry_id: 'team-pw', class: 'memory', type: 'decision', body: 'The team decided password resets need a second factor.', scope: '/team' });
+    await write(brainId, { entry_id: 'deep-pw', class: 'memory', type: 'status', body: 'Password reset emails are delayed today.', scope: '/team/support' });
+    await write(brainId, { entry_id: 'policy', class: 'policy', body: 'Never reveal a password in a reply.', scope: '/' });
+  });
+
+  const ids = (hits: { entry_id: string }[]) => hits.map((hit) => hit.entry_id);
+
+  it('ranks the related entry first with a composite score in [0, 1], and never changes use_count', async () => {
+    const res = await recall(brainId, { query: 'how do I reset my password', explain: true });
+    expect(res.status).toBe(200);
+    expect(res.body.data[0].entry_id).toBe('pw');
+    for (const hit of res.body.data) {
+      expect(hit.score).toBeGreaterThan(0);
+      expect(hit.score).toBeLessThanOrEqual(1);
+      const f = hit.factors;
+      expect(f.score).toBeCloseTo(f.cosine * f.tier_weight * f.recency * f.usage * f.graph, 5);
+      expect(hit.source).toMatchObject({ store: 'native', entry_id: hit.entry_id });
+    }
+    const entry = (await get(`/v1/brains/${brainId}/entries/pw`)).body;
+    expect(entry).toMatchObject({ use_count: 0, last_used: null });
+  });
+
+  it('sees the scope and its ancestors; inherit false the leaf alone; subtree also below, marked explore', async () => {
+    const atRoot = ids((await recall(brainId, { query: 'password reset', top_k: 20 })).body.data);
+    expect(atRoot).not.toContain('team-pw');
+    const atTeam = ids((await recall(brainId, { query: 'password reset', scope: '/team', top_k: 20 })).body.data);
+    expect(atTeam).toEqual(expect.arrayContaining(['pw', 'team-pw', 'policy']));
+    expect(atTeam).not.toContain('deep-pw');
+    expect(ids((await recall(brainId, { query: 'password reset', scope: '/team', inherit: false, top_k: 20 })).body.data)).toEqual(['team-pw']);
+    const subtree = (await recall(brainId, { query: 'password reset', scope: '/team', subtree: true, top_k: 20 })).body.data;
+    expect(ids(subtree)).toContain('deep-pw');
+    expect(subtree.find((hit: { entry_id: string }) => hit.entry_id === 'deep-pw').explore).toBe(true);
+    expect(subtree.find((hit: { entry_id: string }) => hit.entry_id === 'team-pw').explore).toBeUndefined();
+  });
+
+  it('filters by class and type (policy exempt), and explains misses in order: class_filter, min_score, top_k', async () => {
+    const memories = (await recall(brainId, { query: 'password reset', scope: '/team', subtree: true, classes: ['memory', 'policy'], types: ['decision'], top_k: 20 })).body.data;
+    expect(ids(memories).sort()).toEqual(['policy', 'team-pw']);
+
+    const all = (await recall(brainId, { query: 'password reset', scope: '/team', top_k: 20 })).body.data;
+    const scores = all.map((hit: { score: number }) => hit.score);
+    const minScore = (scores[1] + scores[2]) / 2; // keeps two of the memory-and-reference hits
+    const res = await recall(brainId, { query: 'password reset', scope: '/team', classes: ['reference', 'memory'], min_score: Math.min(minScore, scores[0] - 1e-6), top_k: 1, explain_misses: true, misses_top_k: 10 });
+    const reasons = res.body.misses.map((miss: { dropped_by: string }) => miss.dropped_by);
+    expect(reasons[0]).toBe('class_filter');
+    expect(reasons).toEqual([...reasons].sort((a: string, b: string) => ['class_filter', 'min_score', 'top_k'].indexOf(a) - ['class_filter', 'min_score', 'top_k'].indexOf(b)));
+    expect(reasons).toContain('top_k');
+    expect(res.body.misses.find((miss: { entry_id: string }) => miss.entry_id === 'policy').dropped_by).toBe('class_filter');
+    expect(res.body.data).toHaveLength(1);
+    expect(res.body.misses[0].factors).toBeDefined();
+    // misses_top_k defaults to top_k.
+    expect((await recall(brainId, { query: 'password reset', scope: '/team', top_k: 1, explain_misses: true })).body.misses).toHaveLength(1);
+    expect((await recall(brainId, { query: 'password reset', min_score: 0.999 })).body.data).toEqual([]);
+  });
+
+  it('answers as_of an instant: later updates and deletes do not change it', async () => {
+    const brain = await newBrain();
+    await write(brain.id, { entry_id: 'office', body: 'The office is in Berlin.' });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const before = new Date().toISOString();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await write(brain.id, { entry_id: 'office', body: 'The office moved to Lisbon.' });
+    await write(brain.id, { entry_id: 'parking', body: 'Parking is behind the office.' });
+    await del(`/v1/brains/${brain.id}/entries/parking`);
+
+    const now = (await recall(brain.id, { query: 'where is the office', top_k: 10 })).body.data;
+    expect(now.map((hit: { content: string }) => hit.content)).toEqual(['The office moved to Lisbon.']);
+    const then = await recall(brain.id, { query: 'where is the office', top_k: 10, as_of: before, explain_misses: true });
+    expect(then.body.data.map((hit: { content: string }) => hit.content)).toEqual(['The office is in Berlin.']);
+    expect(then.body.misses).toBeUndefined();
+    expect(then.body.as_of).toBe(before);
+  });
+});
+
+describe('encryption', () => {
+  for (const encryption of ['standard', 'strict'] as const) {
+    it(`${encryption}: rows are unreadable in the database and read back in plaintext`, async () => {
+      const brain = await newBrain({ encryption });
+      const secret = `The vault code is tangerine-${encryption}`;
+      const written = await write(brain.id, { title: 'Vault', body: secret, scope: '/ops' });
+      const { rows } = await gateway.platform.db.query(`SELECT title, body, title_sealed, body_sealed FROM brain_entries WHERE brain_id = $1`, [brain.id]);
+      expect(rows[0]).toMatchObject({ title: null, body: null });
+      expect(rows[0].body_sealed.toString('latin1')).not.toContain('tangerine');
+      const chunks = await gateway.platform.db.query(`SELECT content, content_sealed, embedding IS NULL AS no_vector FROM ${partitionOf(brain.id)}`);
+      expect(chunks.rows[0].content).toBeNull();
+      expect(chunks.rows[0].content_sealed.toString('latin1')).not.toContain('tangerine');
+      expect(chunks.rows[0].no_vector).toBe(encryption === 'strict');
+      expect((await get(`/v1/brains/${brain.id}/entries/${written.entry_id}`)).body).toMatchObject({ title: 'Vault', body: secret });
+      await write(brain.id, { body: 'Lunch is served at noon.', scope: '/ops' });
+      const hits = (await recall(brain.id, { query: 'what is the vault code', scope: '/ops' })).body.data;
+      expect(hits[0]).toMatchObject({ entry_id: written.entry_id, content: secret });
+    });
+  }
+});
+
+describe('flag', () => {
+  it('answers 404 on every brains route when SVC_BRAINS_ENABLED is false, and lists brains as planned', async () => {
+    const off = await startTestPlatform({ SVC_BRAINS_ENABLED: 'false' });
+    try {
+      const owner = await createDeveloper(off.platform, { creditMicros: 1_000_000, scopes: ['admin'] });
+      expect((await call(off.baseUrl, '/v1/brains', { method: 'POST', json: { name: 'x' }, headers: bearer(owner.key) })).status).toBe(404);
+      expect((await call(off.baseUrl, '/v1/brains', { headers: bearer(owner.key) })).status).toBe(404);
+      const surfaces = (await call(off.baseUrl, '/v1/compatibility')).body.surfaces ?? (await call(off.baseUrl, '/v1/compatibility')).body.data;
+      expect(surfaces.find((surface: { surface: string }) => surface.surface === 'brains').status).toBe('planned');
+    } finally {
+      await off.close();
+    }
+  });
+});
