@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import type { EmulatedGateway } from './support/emulated-gateway.js';
 import { pollUntil } from './support/poll.js';
 import { bearer, call, walletBalanceMicros, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
-import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
+import type { WorkerProcess } from './support/worker-process.js';
+import { startWorkerWorld, type WorkerWorld } from './support/worker-world.js';
 
 /**
  * A run whose worker (the real `workers/main.ts`) is killed in the middle of a model call, twice,
@@ -14,15 +15,14 @@ let gateway: TestPlatform;
 let developer: TestDeveloper;
 let worker: WorkerProcess;
 
+let world: WorkerWorld;
+
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS: '3' }, 100_000_000));
-  worker = await startWorkerProcess(gateway.env);
+  world = await startWorkerWorld({ ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS: '3' });
+  ({ emulated, gateway, developer, worker } = world);
 }, 120_000);
 
-afterAll(async () => {
-  await worker?.stop();
-  await emulated?.close();
-});
+afterAll(() => world?.close());
 
 const post = (path: string, json: unknown) => call(gateway.baseUrl, path, { method: 'POST', json, headers: bearer(developer.key) });
 const get = (path: string) => call(gateway.baseUrl, path, { headers: bearer(developer.key) });

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { costMicros } from '../shared/inference/pricing.js';
 import { catalogModel } from '../shared/models/catalog.js';
-import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import type { EmulatedGateway } from './support/emulated-gateway.js';
 import { pollUntil } from './support/poll.js';
 import { chatLine, createBatch, getBatch, jsonl, readResultFile, uploadFile, waitForBatchEnd, walletMicros } from './support/batch-helpers.js';
 import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
-import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
+import type { WorkerProcess } from './support/worker-process.js';
+import { startWorkerWorld, type WorkerWorld } from './support/worker-world.js';
 
 /**
  * Exactly once under SIGKILL: the real worker process (`workers/main.ts`) is killed twice while a
@@ -18,21 +19,20 @@ let gateway: TestPlatform;
 let developer: TestDeveloper;
 let worker: WorkerProcess;
 
+let world: WorkerWorld;
+
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
+  world = await startWorkerWorld({
     BATCH_CHUNK_SIZE: '25',
     BATCH_PARALLEL_CHUNKS: '2',
     BATCH_UPSTREAM_CONCURRENCY: '8',
     // A killed worker's chunks are taken over within seconds.
     BATCH_HEARTBEAT_TIMEOUT_SECONDS: '3',
-  }, 100_000_000));
-  worker = await startWorkerProcess(gateway.env);
+  });
+  ({ emulated, gateway, developer, worker } = world);
 }, 120_000);
 
-afterAll(async () => {
-  await worker?.stop();
-  await emulated?.close();
-});
+afterAll(() => world?.close());
 
 describe('a batch whose worker is killed twice mid-run', () => {
   it('completes with each custom_id exactly once and the wallet debited exactly once per line', async () => {

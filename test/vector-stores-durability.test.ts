@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { partitionOf } from '../shared/vector-stores/repository.js';
-import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import type { EmulatedGateway } from './support/emulated-gateway.js';
 import { pollUntil } from './support/poll.js';
 import { bearer, call, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
-import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
+import type { WorkerProcess } from './support/worker-process.js';
+import { startWorkerWorld, type WorkerWorld } from './support/worker-world.js';
 
 /**
  * Nothing lost, nothing doubled under SIGKILL: the real worker process (`workers/main.ts`, its
@@ -16,21 +17,20 @@ let gateway: TestPlatform;
 let developer: TestDeveloper;
 let worker: WorkerProcess;
 
+let world: WorkerWorld;
+
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({
+  world = await startWorkerWorld({
     VECTOR_STORE_EMBED_BATCH: '2',
     VECTOR_STORE_INGEST_CONCURRENCY: '2',
     // A killed worker's stages and activities are taken over within seconds.
     VECTOR_STORE_JOB_LOCK_SECONDS: '3',
     VECTOR_STORE_HEARTBEAT_TIMEOUT_SECONDS: '3',
-  }, 100_000_000));
-  worker = await startWorkerProcess(gateway.env);
+  });
+  ({ emulated, gateway, developer, worker } = world);
 }, 120_000);
 
-afterAll(async () => {
-  await worker?.stop();
-  await emulated?.close();
-});
+afterAll(() => world?.close());
 
 const post = (path: string, json: unknown) => call(gateway.baseUrl, path, { method: 'POST', json, headers: bearer(developer.key) });
 const get = (path: string) => call(gateway.baseUrl, path, { headers: bearer(developer.key) });

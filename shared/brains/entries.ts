@@ -5,8 +5,8 @@ import type { GatewayServices } from '../composition/gateway.js';
 import { withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
-import { createEmbeddings, planEmbeddings } from '../inference/embeddings.js';
 import { openText, sealText, sealVector, type StoreKeys } from '../vector-stores/crypto.js';
+import { embedTexts } from '../vector-stores/ingest.js';
 import { brainKeys, brainOf, type BrainServices } from './brains.js';
 import { chunkParagraphs } from './chunking.js';
 import * as repo from './repository.js';
@@ -169,18 +169,18 @@ function chunksOf(brain: repo.BrainRow, entryClass: string, title: string | null
   return parts.map((content) => ({ content, embedText: title ? `${title}\n\n${content}` : content }));
 }
 
-/** Embeds with the brain's model through the gateway's metering, a batch of inputs per call. */
+/** Embeds with the brain's model through the gateway's metering (as vector stores do), a batch of inputs per call. */
 async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string): Promise<number[][]> {
+  const model = { embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims };
   const vectors: number[][] = [];
-  const bare = brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1);
   for (let start = 0; start < texts.length; start += EMBED_BATCH) {
-    const input = texts.slice(start, start + EMBED_BATCH).map((text) => text.slice(0, 100_000));
-    const plan = planEmbeddings({ model: bare, input, dimensions: brain.embedding_dims }, platform.providers);
-    const created = await createEmbeddings(platform, call, plan, { signal: new AbortController().signal, billingKey: `${billingKey}:${start}` });
-    vectors.push(...created.body.data.map((entry) => entry.embedding as number[]));
+    vectors.push(...(await embedTexts(platform, call, model, texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), `${billingKey}:${start}`)));
   }
   return vectors;
 }
+
+/** A memory is one chunk however long: its vector is of the first 100,000 characters, an embedding input's limit. */
+const firstEmbeddable = (text: string) => text.slice(0, 100_000);
 
 /** Embeds one recall query the same way. */
 export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string): Promise<number[]> {

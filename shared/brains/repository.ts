@@ -1,3 +1,4 @@
+import { partitionName } from '../db/partitions.js';
 import type { Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
@@ -48,16 +49,7 @@ export interface EntryRow {
 
 /** A brain's ids are checked by the table's CHECK (brn_ and 24 base62 characters), so they are safe to name in DDL. */
 const BRAIN_ID = /^brn_[0-9A-Za-z]{24}$/;
-export function partitionOf(brainId: string): string {
-  if (!BRAIN_ID.test(brainId)) throw new Error(`not a brain id: ${brainId}`);
-  return `brain_chunks_${brainId.slice(4).toLowerCase()}_${fnv(brainId)}`;
-}
-/** Lowercasing a base62 id can make two ids one name; a short hash of the exact id keeps them apart. */
-function fnv(id: string): string {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193) >>> 0;
-  return hash.toString(36);
-}
+export const partitionOf = (brainId: string): string => partitionName('brain_chunks', brainId, BRAIN_ID, 4);
 
 /** HNSW over the current chunks of one space: as_of reads scan history exactly instead. */
 export const BRAIN_HNSW = { m: 16, efConstruction: 64 };

@@ -1,4 +1,5 @@
 import { toSql } from 'pgvector';
+import { partitionName } from '../db/partitions.js';
 import type { Queryable } from '../db/pool.js';
 import type { CursorPosition } from '../pagination.js';
 import type { ENCRYPTIONS, VECTOR_INDEXES, VECTOR_SEALINGS } from './schemas.js';
@@ -121,22 +122,12 @@ export function vectorCast(dimensions: number): { cast: string; ops: string } {
 
 /** Store ids are checked by the table's CHECK (vs_ and 24 base62 characters), so they are safe to name in DDL. */
 const STORE_ID = /^vs_[0-9A-Za-z]{24}$/;
-export function partitionOf(storeId: string): string {
-  if (!STORE_ID.test(storeId)) throw new Error(`not a vector store id: ${storeId}`);
-  return `vector_store_chunks_${storeId.slice(3).toLowerCase()}_${crcSuffix(storeId)}`;
-}
+export const partitionOf = (storeId: string): string => partitionName('vector_store_chunks', storeId, STORE_ID, 3);
 const indexName = (storeId: string, space: number) => `${partitionOf(storeId)}_s${Number(space)}_hnsw`;
 const storeLiteral = (storeId: string) => {
   partitionOf(storeId);
   return `'${storeId}'`;
 };
-/** Lowercasing a base62 id can make two ids one name; a short hash of the exact id keeps them apart. */
-function crcSuffix(id: string): string {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
-  return (hash >>> 0).toString(36);
-}
-
 export async function findStore(q: Queryable, developerId: string, id: string): Promise<StoreWithCounts | undefined> {
   const { rows } = await q.query<StoreWithCounts>(`SELECT ${WITH_COUNTS} FROM vector_stores s ${COUNTS} WHERE s.developer_id = $1 AND s.id = $2`, [developerId, id]);
   return rows[0] && withNumbers(rows[0]);
