@@ -125,9 +125,15 @@ const configSchema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   /** Consecutive failed attempts after which the worker moves an endpoint to disabled_after_failures. */
   WEBHOOK_FAILURE_STREAK_THRESHOLD: z.coerce.number().int().min(1).default(100),
-  /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */
   /** Brains (spec 2): off, every /v1/brains route answers 404. */
   SVC_BRAINS_ENABLED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  /** How long a completed brain reindex may be rolled back; the prior space is dropped after it (spec 2: 7 days). */
+  BRAIN_REINDEX_ROLLBACK_SECONDS: z.coerce.number().int().min(1).default(7 * 24 * 3_600),
+  /** A reindex's embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
+  BRAIN_REINDEX_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
+  /** Chunks a reindex embeds in one upstream call. */
+  BRAIN_REINDEX_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
+  /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   /** A PEM file of extra CAs trusted for webhook receivers (a private CA, or a test receiver's self-signed certificate). */
   WEBHOOK_EXTRA_CA_FILE: z.string().min(1).optional(),

@@ -1,10 +1,19 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
+import { abandonReindex, beginReindex, dropPriorSpace, embedMissingChunks, indexReindexSpace, swapBack, swapReindex } from '../shared/brains/reindex.js';
 import { purgeBrain } from '../shared/brains/repository.js';
+import { heartbeating } from './activity-support.js';
 
 /** Activities of brains: thin adapters over shared/brains. */
 export function createBrainActivities(platform: GatewayServices) {
   return {
     purgeBrainContent: (brainId: string) => purgeBrain(platform.db, brainId),
+    beginReindex: (jobId: string) => beginReindex(platform, jobId),
+    embedMissingChunks: (jobId: string, direction: 'forward' | 'back') => heartbeating(2_000, (beat) => embedMissingChunks(platform, jobId, direction, beat)),
+    indexReindexSpace: (jobId: string) => indexReindexSpace(platform, jobId),
+    swapReindex: (jobId: string) => swapReindex(platform, jobId),
+    swapBack: (jobId: string) => swapBack(platform, jobId),
+    dropPriorSpace: (jobId: string) => dropPriorSpace(platform, jobId),
+    abandonReindex: (jobId: string, reason: string) => abandonReindex(platform, jobId, reason),
   };
 }
 

@@ -10,3 +10,4 @@ export { vectorStoreDeletionWorkflow } from './vector-store-deletion.js';
 export { vectorStoreMigrationWorkflow } from './vector-store-migration.js';
 export { assistantRunWorkflow } from './assistant-run.js';
 export { brainDeletionWorkflow } from './brain-deletion.js';
+export { brainReindexWorkflow } from './brain-reindex.js';

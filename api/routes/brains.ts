@@ -2,8 +2,10 @@ import type { Request } from 'express';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { createBrain, deleteBrain, getBrain, listBrains, updateBrain } from '../../shared/brains/brains.js';
 import { deleteEntry, getEntry, listEntries, listScopes, patchEntry, putEntry } from '../../shared/brains/entries.js';
+import { forget } from '../../shared/brains/forget.js';
 import { recall } from '../../shared/brains/recall.js';
-import { brainListQuery, createBrainBody, entryListQuery, patchEntryBody, putEntryBody, recallBody, scopeListQuery, updateBrainBody } from '../../shared/brains/schemas.js';
+import { getReindexJob, reindex, rollbackReindex } from '../../shared/brains/reindex.js';
+import { brainListQuery, createBrainBody, entryListQuery, forgetBody, patchEntryBody, putEntryBody, recallBody, reindexBody, scopeListQuery, updateBrainBody } from '../../shared/brains/schemas.js';
 import { IdempotencyStore } from '../../shared/inference/idempotency.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { meteredCallOf } from '../middleware/metered-call.js';
@@ -88,6 +90,27 @@ export function brainRoutes(platform: GatewayServices): RouteDefinition[] {
       method: 'post', path: '/v1/brains/:id/recall', surface, summary: 'Recall: composite-ranked hits, with explain, misses and as_of',
       access: metered('api:read', null), input: { body: recallBody },
       handle: async (req, res, { body }) => res.json(await recall(platform, developer(req), meteredCallOf(req), brain(req), body)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/forget', surface, summary: 'Forget a scope and its descendants, or a source: every version erased (dry_run previews, preview_token guards)', access: write,
+      input: { body: forgetBody },
+      handle: async (req, res, { body }) => res.json(await forget(platform, developer(req), brain(req), body)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/reindex', surface, summary: 'Reindex to another embedding model: the estimate, or with confirm the job (201)',
+      access: metered('api:write', null), input: { body: reindexBody },
+      handle: async (req, res, { body }) => {
+        const outcome = await reindex(platform, developer(req), meteredCallOf(req), brain(req), body);
+        res.status(outcome.status).json(outcome.body);
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/reindex/:jobId', surface, summary: 'A reindex job: status, chunks_done, chunks_total, rollback_expires_at', access: read,
+      handle: async (req, res) => res.json(await getReindexJob(platform, developer(req), brain(req), String(req.params.jobId))),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/reindex/:jobId/rollback', surface, summary: 'Roll a completed reindex back, within 7 days (202; the job turns rolling_back)', access: write,
+      handle: async (req, res) => res.status(202).json(await rollbackReindex(platform, developer(req), brain(req), String(req.params.jobId))),
     }),
   ];
 }

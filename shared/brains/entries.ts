@@ -27,7 +27,11 @@ const PAGE = { defaultLimit: 100, maxLimit: 500 };
 
 export type EntryServices = BrainServices & Pick<GatewayServices, 'redis'>;
 
-export async function putEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof putEntryBody>) {
+export function putEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof putEntryBody>) {
+  return againIfSwapped(() => writeEntry(platform, developerId, call, brainId, body));
+}
+
+async function writeEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof putEntryBody>) {
   checkBodySize(body.body);
   const brain = await brainOf(platform.db, developerId, brainId);
   const entryClass = body.class ?? 'reference';
@@ -40,6 +44,7 @@ export async function putEntry(platform: GatewayServices, developerId: string, c
 
   const entry = await withTransaction(platform.db, async (client) => {
     const locked = await brainOf(client, developerId, brainId, 'update');
+    if (locked.active_space !== brain.active_space) throw new SpaceSwapped();
     const entryId = body.entry_id ?? newId('ent_');
     const previous = await repo.currentEntry(client, brain.id, entryId, 'update');
     if (previous?.origin === 'reference') throw serviceError('entry_read_only');
@@ -62,7 +67,11 @@ export async function putEntry(platform: GatewayServices, developerId: string, c
  * Only the fields sent change. Title, body or class re-embed (reindexed true); a move of scope
  * alone takes the chunks as they are (every space) under the new scope.
  */
-export async function patchEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, entryId: string, body: z.output<typeof patchEntryBody>) {
+export function patchEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, entryId: string, body: z.output<typeof patchEntryBody>) {
+  return againIfSwapped(() => changeEntry(platform, developerId, call, brainId, entryId, body));
+}
+
+async function changeEntry(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, entryId: string, body: z.output<typeof patchEntryBody>) {
   if (body.body !== undefined) checkBodySize(body.body);
   const brain = await brainOf(platform.db, developerId, brainId);
   const keys = await brainKeys(platform, brain);
@@ -79,6 +88,7 @@ export async function patchEntry(platform: GatewayServices, developerId: string,
 
   const entry = await withTransaction(platform.db, async (client) => {
     const locked = await brainOf(client, developerId, brainId, 'update');
+    if (locked.active_space !== brain.active_space) throw new SpaceSwapped();
     const previous = await repo.currentEntry(client, brain.id, entryId, 'update');
     if (!previous) throw serviceError('not_found', { message: 'No such entry in this brain.' });
     await repo.closeVersion(client, brain.id, previous.version_id);
@@ -138,6 +148,22 @@ export async function listScopes(platform: BrainServices, developerId: string, b
   return { object: 'list' as const, data: rows.slice(0, limit).map((row) => ({ object: 'brain.scope' as const, scope: row.scope, entries: row.entries })), has_more: rows.length > limit, limit, offset };
 }
 
+/**
+ * A write embeds before it takes the brain's lock; if a reindex (or its rollback) swapped the
+ * brain's model meanwhile, its vectors are of the wrong model, so it embeds again.
+ */
+class SpaceSwapped extends Error {}
+
+async function againIfSwapped<T>(write: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (!(error instanceof SpaceSwapped) || attempt === 3) throw error;
+    }
+  }
+}
+
 async function entryOf(platform: Pick<BrainServices, 'db'>, brain: repo.BrainRow, entryId: string): Promise<repo.EntryRow> {
   const entry = await repo.currentEntry(platform.db, brain.id, entryId);
   if (!entry) throw serviceError('not_found', { message: 'No such entry in this brain.' });
@@ -166,11 +192,14 @@ interface PlannedChunk {
 
 function chunksOf(brain: repo.BrainRow, entryClass: string, title: string | null, body: string): PlannedChunk[] {
   const parts = entryClass === 'reference' ? chunkParagraphs(body, brain.memory_policy.chunking.max_chars) : [body];
-  return parts.map((content) => ({ content, embedText: title ? `${title}\n\n${content}` : content }));
+  return parts.map((content) => ({ content, embedText: embedTextOf(title, content) }));
 }
 
+/** What a chunk's vector is of: its entry's title, then the chunk. */
+export const embedTextOf = (title: string | null, content: string) => (title ? `${title}\n\n${content}` : content);
+
 /** Embeds with the brain's model through the gateway's metering (as vector stores do), a batch of inputs per call. */
-async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string): Promise<number[][]> {
+export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string): Promise<number[][]> {
   const model = { embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims };
   const vectors: number[][] = [];
   for (let start = 0; start < texts.length; start += EMBED_BATCH) {

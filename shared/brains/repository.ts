@@ -298,3 +298,167 @@ export async function chunkContents(q: Queryable, brainId: string, space: number
   );
   return new Map(rows.map((row) => [`${row.version_id}:${row.chunk_index}`, row]));
 }
+
+/** What a forget selects: the entries of a scope and its descendants, or those learned from a source. */
+export type ForgetSelector = { scope: string } | { source: string };
+
+export interface ForgetTarget {
+  entry_id: string;
+  version_id: string;
+  origin: EntryRow['origin'];
+  live: boolean;
+}
+
+/**
+ * The entries a forget selects, by their newest version: live entries, and entries deleted
+ * earlier whose history still holds their text. Locked, so the set cannot move under the delete.
+ */
+export async function forgetTargets(q: Queryable, brainId: string, selector: ForgetSelector): Promise<ForgetTarget[]> {
+  const [match, params] = 'scope' in selector
+    ? [selector.scope === '/' ? 'true' : `(e.scope = $2 OR e.scope LIKE $3)`, selector.scope === '/' ? [] : [selector.scope, `${likePrefix(selector.scope)}/%`]]
+    : ['e.source = $2', [selector.source]];
+  const { rows } = await q.query<ForgetTarget>(
+    `SELECT e.entry_id, e.version_id::text AS version_id, e.origin, e.valid_to IS NULL AS live FROM brain_entries e
+     WHERE e.brain_id = $1 AND ${match}
+       AND NOT EXISTS (SELECT 1 FROM brain_entries n WHERE n.brain_id = e.brain_id AND n.entry_id = e.entry_id AND n.version_id > e.version_id)
+     ORDER BY e.entry_id FOR UPDATE OF e`,
+    [brainId, ...params],
+  );
+  return rows;
+}
+
+/** Erases entries with every version and chunk of theirs (every space): as_of cannot bring them back. */
+export async function eraseEntries(q: Queryable, brainId: string, entryIds: string[]): Promise<void> {
+  if (entryIds.length === 0) return;
+  await q.query(`DELETE FROM ${partitionOf(brainId)} WHERE entry_id = ANY($1)`, [entryIds]);
+  await q.query(`DELETE FROM brain_entries WHERE brain_id = $1 AND entry_id = ANY($2)`, [brainId, entryIds]);
+}
+
+export interface ReindexJobRow {
+  id: string;
+  brain_id: string;
+  developer_id: string;
+  payer_account_id: string;
+  customer_id: string | null;
+  from_model: string;
+  from_dims: number;
+  from_space: number;
+  to_model: string;
+  to_dims: number;
+  to_space: number;
+  started_write_seq: string;
+  completed_write_seq: string | null;
+  status: 'pending' | 'in_progress' | 'completed' | 'failed' | 'rolling_back' | 'rolled_back';
+  chunks_total: number;
+  chunks_done: number;
+  failure_reason: string | null;
+  completed_at: Date | null;
+  rollback_expires_at: Date | null;
+  rolled_back_at: Date | null;
+  prior_space_dropped_at: Date | null;
+  created_at: Date;
+}
+
+export async function insertReindexJob(
+  q: Queryable,
+  job: Pick<ReindexJobRow, 'id' | 'brain_id' | 'developer_id' | 'payer_account_id' | 'customer_id' | 'from_model' | 'from_dims' | 'from_space' | 'to_model' | 'to_dims' | 'started_write_seq'>,
+): Promise<ReindexJobRow> {
+  // A new space number every time, past every space an earlier job of this brain used.
+  const { rows } = await q.query<ReindexJobRow>(
+    `INSERT INTO brain_reindex_jobs (id, brain_id, developer_id, payer_account_id, customer_id, from_model, from_dims, from_space, to_model, to_dims, to_space, started_write_seq)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+            greatest($8, (SELECT max(greatest(from_space, to_space)) FROM brain_reindex_jobs WHERE brain_id = $2)) + 1, $11
+     RETURNING *`,
+    [job.id, job.brain_id, job.developer_id, job.payer_account_id, job.customer_id, job.from_model, job.from_dims, job.from_space, job.to_model, job.to_dims, job.started_write_seq],
+  );
+  return rows[0]!;
+}
+
+export async function findReindexJob(q: Queryable, brainId: string, jobId: string, lock?: 'update'): Promise<ReindexJobRow | undefined> {
+  const { rows } = await q.query<ReindexJobRow>(`SELECT * FROM brain_reindex_jobs WHERE id = $1 AND brain_id = $2${lock ? ' FOR UPDATE' : ''}`, [jobId, brainId]);
+  return rows[0];
+}
+
+export async function reindexJobById(q: Queryable, jobId: string, lock?: 'update'): Promise<ReindexJobRow | undefined> {
+  const { rows } = await q.query<ReindexJobRow>(`SELECT * FROM brain_reindex_jobs WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [jobId]);
+  return rows[0];
+}
+
+export async function updateReindexJob(q: Queryable, jobId: string, fields: Partial<Pick<ReindexJobRow, 'status' | 'chunks_total' | 'chunks_done' | 'failure_reason' | 'completed_at' | 'rollback_expires_at' | 'rolled_back_at' | 'completed_write_seq' | 'prior_space_dropped_at'>>): Promise<void> {
+  const names = Object.keys(fields);
+  if (names.length === 0) return;
+  await q.query(
+    `UPDATE brain_reindex_jobs SET ${names.map((name, i) => `${name} = $${i + 2}`).join(', ')} WHERE id = $1`,
+    [jobId, ...names.map((name) => fields[name as keyof typeof fields])],
+  );
+}
+
+/** The brain serves another space: its model, dimensions and space change together. */
+export async function switchSpace(q: Queryable, brainId: string, to: { model: string; dims: number; space: number }): Promise<BrainRow> {
+  const { rows } = await q.query<BrainRow>(
+    `UPDATE brains SET embedding_model = $2, embedding_dims = $3, active_space = $4, updated_at = now() WHERE id = $1 RETURNING *`,
+    [brainId, to.model, to.dims, to.space],
+  );
+  return rows[0]!;
+}
+
+/** A chunk of one space that another space lacks, with what its vector is of. */
+export interface MissingChunk {
+  version_id: string;
+  chunk_index: number;
+  entry_id: string;
+  scope: string;
+  content: string | null;
+  content_sealed: Buffer | null;
+  valid_from: Date;
+  valid_to: Date | null;
+  title: string | null;
+  title_sealed: Buffer | null;
+}
+
+/** Chunk rows (current and history) of space `from` that space `to` does not hold yet, in key order. */
+export async function chunksMissingIn(q: Queryable, brainId: string, from: number, to: number, limit: number): Promise<MissingChunk[]> {
+  const { rows } = await q.query<MissingChunk>(
+    `SELECT c.version_id::text AS version_id, c.chunk_index, c.entry_id, c.scope, c.content, c.content_sealed, c.valid_from, c.valid_to, e.title, e.title_sealed
+     FROM ${partitionOf(brainId)} c JOIN brain_entries e ON e.version_id = c.version_id
+     WHERE c.space = $1 AND NOT EXISTS (SELECT 1 FROM ${partitionOf(brainId)} t WHERE t.space = $2 AND t.version_id = c.version_id AND t.chunk_index = c.chunk_index)
+     ORDER BY c.version_id, c.chunk_index LIMIT $3`,
+    [from, to, limit],
+  );
+  return rows;
+}
+
+export async function countSpaces(q: Queryable, brainId: string, from: number, to: number): Promise<{ source: number; copied: number }> {
+  const { rows } = await q.query<{ source: number; copied: number }>(
+    `SELECT count(*) FILTER (WHERE space = $1)::int AS source, count(*) FILTER (WHERE space = $2)::int AS copied FROM ${partitionOf(brainId)} WHERE space IN ($1, $2)`,
+    [from, to],
+  );
+  return rows[0]!;
+}
+
+/** Chunk rows copied into another space with their own validity; a row already there is left as it is (a retried batch). */
+export async function insertSpaceRows(q: Queryable, brainId: string, space: number, rows: (MissingChunk & { embedding: string | null; embedding_sealed: Buffer | null })[]): Promise<void> {
+  if (rows.length === 0) return;
+  await q.query(
+    `INSERT INTO ${partitionOf(brainId)} (brain_id, space, version_id, chunk_index, entry_id, scope, content, content_sealed, embedding, embedding_sealed, valid_from, valid_to)
+     SELECT $1, $2, c.version_id, c.chunk_index, c.entry_id, c.scope, c.content, c.content_sealed, c.embedding::vector, c.embedding_sealed, c.valid_from, c.valid_to
+     FROM unnest($3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[], $8::bytea[], $9::text[], $10::bytea[], $11::timestamptz[], $12::timestamptz[])
+       AS c(version_id, chunk_index, entry_id, scope, content, content_sealed, embedding, embedding_sealed, valid_from, valid_to)
+     ON CONFLICT DO NOTHING`,
+    [
+      brainId, space,
+      rows.map((row) => row.version_id), rows.map((row) => row.chunk_index), rows.map((row) => row.entry_id), rows.map((row) => row.scope),
+      rows.map((row) => row.content), rows.map((row) => row.content_sealed), rows.map((row) => row.embedding), rows.map((row) => row.embedding_sealed),
+      rows.map((row) => row.valid_from), rows.map((row) => row.valid_to),
+    ],
+  );
+}
+
+/** What a reindex would embed: every chunk row of the space (history too, so as_of keeps working), and about how many characters. */
+export async function spaceSize(q: Queryable, brainId: string, space: number): Promise<{ chunks: number; chars: number }> {
+  const { rows } = await q.query<{ chunks: number; chars: string | null }>(
+    `SELECT count(*)::int AS chunks, sum(coalesce(length(content), octet_length(content_sealed) - 29)) AS chars FROM ${partitionOf(brainId)} WHERE space = $1`,
+    [space],
+  );
+  return { chunks: rows[0]!.chunks, chars: Number(rows[0]!.chars ?? 0) };
+}

@@ -81,3 +81,18 @@ export const recallBody = z.strictObject({
   as_of: z.iso.datetime({ offset: true }).optional(),
   user: z.string().min(1).max(256).optional(),
 });
+
+/** Exactly one of scope, source and entity (checked by the domain, which names the rule). */
+export const forgetBody = z.strictObject({
+  scope: scopePath.optional().describe('Erases the entries of this scope and every scope beneath it.'),
+  source: z.string().min(1).max(1_024).optional().describe('Erases the entries learned from this provenance source.'),
+  entity: z.string().min(1).max(128).optional().describe('Erases an entity, its edges and its linked entries.'),
+  dry_run: z.boolean().optional().describe('Counts what would be erased and returns a preview_token; erases nothing.'),
+  preview_token: z.string().min(1).max(128).optional().describe("A dry run's token: the erase runs only if the set it named is unchanged, else 409 preview_stale."),
+});
+
+export const reindexBody = z.strictObject({
+  embedding_model: withErrorCode(z.string().min(1), 'invalid_embedding_model').describe('The embedding id to move to, with or without its provider prefix.'),
+  confirm: z.boolean().optional().describe('Without it, the estimate only (estimated_cost_usd, native_chunks); with true, the job starts (201).'),
+  user: z.string().min(1).max(256).optional().describe("Bills the job's embeddings to this customer (as Svc-Customer)."),
+});
