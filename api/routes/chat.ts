@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import type { ChatInput, ChatTarget } from '../../shared/inference/chat.js';
+import type { ChatMessage } from '../../shared/providers/types.js';
 import { chatCompletionBody, chatMessage, newCompletionId } from '../../shared/inference/chat.js';
 import { answerChat, modelHeaders, openChatStream, type ChatReply } from '../../shared/inference/chat-completions.js';
 import { IdempotencyStore } from '../../shared/inference/idempotency.js';
@@ -9,6 +10,9 @@ import { fileStorageFor } from '../../shared/files/storage.js';
 import type { MeteredCall } from '../../shared/billing/metered-call.js';
 import { translateUpstream } from '../../shared/inference/upstream-call.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { afterAmbientTurn, BRAIN_STATUS_HEADER, recallIntoPrompt, type BrainAttachment, type BrainStatus } from '../../shared/brains/ambient.js';
+import { ambientBrainHeaders } from '../../shared/brains/schemas.js';
+import { parseWith } from '../../shared/validation.js';
 import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
 import { metered, route, type RouteDefinition } from '../route-table.js';
 
@@ -27,12 +31,44 @@ export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
       handler: async (req, res) => {
         const call = meteredCallOf(req);
         const signal = abortWhenClientLeaves(res);
-        const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal });
+        const brain = ambientBrainOf(req, res);
+        const augment = brain && ((messages: ChatMessage[]) => recallIntoPrompt(platform, call, brain, messages).then((attached) => {
+          reportBrain(res, attached.status);
+          return attached.messages;
+        }));
+        const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal, ...(augment && { augment }) });
         if (answer.kind === 'stream') await relayStream(platform, req, res, call, answer.input, answer.target, signal);
         else sendReply(res, answer.reply);
+        if (brain) afterAmbientTurn(brain, { request: req.body });
       },
     }),
   ];
+}
+
+/**
+ * The Brain headers of a chat completion: honoured under Bearer auth only (a client token's call
+ * runs as if they were absent, and says so in Brain-Status). Malformed values are a 400.
+ */
+function ambientBrainOf(req: Request, res: Response): BrainAttachment | null {
+  if (req.get('brain') === undefined) return null;
+  if (req.credential?.scheme === 'client') {
+    reportBrain(res, 'ignored:client_token');
+    return null;
+  }
+  const headers = parseWith(ambientBrainHeaders, {
+    brain: req.get('brain'),
+    'brain-scope': req.get('brain-scope'),
+    'brain-trust': req.get('brain-trust'),
+    'brain-subtree': req.get('brain-subtree')?.toLowerCase(),
+    'brain-learn': req.get('brain-learn')?.toLowerCase(),
+  });
+  return { brainId: headers.brain, scope: headers['brain-scope'], trust: headers['brain-trust'], subtree: headers['brain-subtree'] === 'true', learn: headers['brain-learn'] === 'true' };
+}
+
+/** Brain-Status, readable by browser callers too. */
+function reportBrain(res: Response, status: BrainStatus): void {
+  res.setHeader(BRAIN_STATUS_HEADER, status);
+  res.setHeader('Access-Control-Expose-Headers', BRAIN_STATUS_HEADER);
 }
 
 function sendReply(res: Response, reply: ChatReply): void {

@@ -96,3 +96,12 @@ export const reindexBody = z.strictObject({
   confirm: z.boolean().optional().describe('Without it, the estimate only (estimated_cost_usd, native_chunks); with true, the job starts (201).'),
   user: z.string().min(1).max(256).optional().describe("Bills the job's embeddings to this customer (as Svc-Customer)."),
 });
+
+/** The ambient headers of a chat completion (read lower-cased); Brain itself is any string: an unknown id fails open. */
+export const ambientBrainHeaders = z.object({
+  brain: z.string().trim().min(1).max(256),
+  'brain-scope': scopePath.default('/'),
+  'brain-trust': z.enum(TRUST_LEVELS).default('high'),
+  'brain-subtree': z.enum(['true', 'false']).default('false'),
+  'brain-learn': z.enum(['true', 'false']).default('true'),
+});

@@ -2,6 +2,7 @@ import { walletHeaders, type MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError, ServiceError } from '../errors.js';
 import type { FileStorage } from '../files/storage.js';
+import type { ChatMessage } from '../providers/types.js';
 import { resolutionContextFor } from '../models/definitions.js';
 import { parseChatInput, planChat, type ChatInput, type ChatTarget } from './chat.js';
 import { MeteredChatStream } from './chat-stream.js';
@@ -21,6 +22,8 @@ export interface ChatRequestContext {
   idempotencyKey: string | undefined;
   /** Aborts the upstream call when the client leaves. */
   signal: AbortSignal;
+  /** Adds context to the prompt once the request is valid, before it is planned (ambient brain recall). */
+  augment?: (messages: ChatMessage[]) => Promise<ChatMessage[]>;
 }
 
 /** A completion (or its replay): status, the headers that describe it, the body. */
@@ -39,6 +42,7 @@ export interface ChatStores {
 export async function answerChat(platform: GatewayServices, stores: ChatStores, call: MeteredCall, request: ChatRequestContext): Promise<ChatAnswer> {
   const input = parseChatInput(request.body, { idempotencyKey: request.idempotencyKey });
   input.messages = await resolveFileParts(platform.db, stores.files, call.developerId, input.messages);
+  if (request.augment) input.messages = await request.augment(input.messages);
   const targets = await planChat(input, resolutionContextFor(platform, call.developerId), platform.providers);
   const key = request.idempotencyKey;
   if (input.stream) {
