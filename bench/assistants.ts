@@ -7,7 +7,6 @@
  * each timed against a plain chat completion of the same history through the same metering.
  * Figures are printed, never asserted.
  */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Context } from '@temporalio/activity';
 import { Client, Connection } from '@temporalio/client';
@@ -30,7 +29,7 @@ import { completeChat } from '../shared/inference/complete-chat.js';
 import { resolutionContextFor } from '../shared/models/definitions.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
 import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
-import { printedJson } from './support/child-output.js';
+import { startEmulatorProcess } from './support/emulator-process.js';
 import { goal, table } from './support/report.js';
 
 export interface AssistantBenchOptions {
@@ -46,11 +45,7 @@ const MODEL = 'svc:openai/gpt-4o-mini';
 export async function runAssistantBench(options: AssistantBenchOptions): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-assistants-'));
   const temporal = await startTemporalDevServer({ port: await freePort(), logFile: path.join(dataDir, 'temporal.log') });
-  const emulator = spawn(process.execPath, ['--import', 'tsx', 'shared/emulator/main.ts'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, EMULATOR_PORT: String(await freePort()), EMULATOR_LATENCY_MS: String(options.latencyMs) },
-  });
-  const printed = await printedJson(emulator, 'listening');
+  const { child: emulator, providerEnv } = await startEmulatorProcess(options.latencyMs);
   const config = loadConfig({
     ...process.env,
     DATABASE_URL: options.databaseUrl,
@@ -62,8 +57,7 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
     DEVELOPER_RPM_LIMIT: '100000000',
     DEVELOPER_TPM_LIMIT: '1000000000',
     DATABASE_POOL_MAX: '40',
-    OPENAI_API_KEY: printed.api_keys.openai as string,
-    OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+    ...providerEnv,
   });
   const platform = createGatewayServices(config, 'bench-assistants');
   await platform.ready;

@@ -25,6 +25,7 @@ import { runWebhookBench } from './webhooks.js';
 import { runEmulatorEmbeddingsBench } from './emulator-embeddings.js';
 import { runVectorStoreBench } from './vector-stores.js';
 import { runAssistantBench } from './assistants.js';
+import { runBrainBench } from './brains.js';
 import { goal, section, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -32,7 +33,7 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants|brains runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -214,8 +215,22 @@ if (runs('assistants')) {
   });
 }
 
+if (runs('brains')) {
+  console.log('');
+  section('brains', 'Brains', 'Recall over a brain of one-chunk entries (1,536 dimensions): latency of the whole recall call with and without explain, plaintext (HNSW candidates) and strict (sealed vectors opened once per process, scored in the CPU pool), with recall@10 of the composite ranking against exact scoring of every entry; entry writes; and what ambient recall adds to a chat completion.');
+  await runBrainBench({
+    databaseUrl: benchDatabase.toString(),
+    sizes: (process.env.BENCH_BRAIN_SIZES ?? '10000,100000').split(',').map(Number),
+    queries: Number(process.env.BENCH_BRAIN_QUERIES ?? 200),
+    warmup: 20,
+    writes: Number(process.env.BENCH_BRAIN_WRITES ?? 500),
+    writeConcurrency: 8,
+    ambientCalls: Number(process.env.BENCH_BRAIN_AMBIENT_CALLS ?? 200),
+  });
+}
+
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants']);
+writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains']);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });

@@ -11,7 +11,6 @@
  * other texts of the same topics. The gateway's services, the ingest consumers and the search
  * run in this process; the emulator runs in its own, as an upstream would.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,7 +20,6 @@ import type pg from 'pg';
 import { createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createGatewayServices, type GatewayServices } from '../shared/composition/gateway.js';
 import { loadConfig } from '../shared/config.js';
-import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { newFileId } from '../shared/files/files.js';
 import { insertFile } from '../shared/files/repository.js';
 import { fileStorageFor } from '../shared/files/storage.js';
@@ -36,8 +34,9 @@ import { createVectorStore } from '../shared/vector-stores/vector-stores.js';
 import type { VectorStoreCaller } from '../shared/vector-stores/common.js';
 import type { CreateVectorStoreBody } from '../shared/vector-stores/schemas.js';
 import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumers.js';
-import { freePort, stopChild } from '../scripts/lib/local-services.js';
-import { printedJson } from './support/child-output.js';
+import { stopChild } from '../scripts/lib/local-services.js';
+import { CHUNK_WORDS, documentText, makeCorpus, mulberry32, quantile, TOPICS, type Corpus } from './support/corpus.js';
+import { startEmulatorProcess } from './support/emulator-process.js';
 import { goal, table, type Row } from './support/report.js';
 
 const SECTION = 'vector-stores';
@@ -81,19 +80,14 @@ interface SearchStore {
 
 export async function runVectorStoreBench(options: VectorStoreBenchOptions): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-vs-'));
-  const emulator = spawn(process.execPath, ['--import', 'tsx', 'shared/emulator/main.ts'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, EMULATOR_PORT: String(await freePort()), EMULATOR_LATENCY_MS: '0' },
-  });
-  const printed = await printedJson(emulator, 'listening');
+  const { child: emulator, providerEnv } = await startEmulatorProcess(0);
   const config = loadConfig({
     ...process.env,
     DATABASE_URL: options.databaseUrl,
     REDIS_KEY_PREFIX: `svc-bench-vs-${process.pid}`,
     LOG_LEVEL: 'warn',
     DATA_DIR: dataDir,
-    OPENAI_API_KEY: printed.api_keys.openai as string,
-    OPENAI_BASE_URL: `${printed.listening}/openai/v1`,
+    ...providerEnv,
   });
   const platform = createGatewayServices(config, 'bench-vector-stores');
   await platform.ready;
@@ -106,7 +100,7 @@ export async function runVectorStoreBench(options: VectorStoreBenchOptions): Pro
 
     // ---- the corpus: N chunk texts and their vectors, and the queries with their exact top 10 ----
     const started = performance.now();
-    const corpus = makeCorpus(options.chunks, options.warmup + options.queries);
+    const corpus = makeCorpus(options.chunks, options.warmup + options.queries, { groupSize: Math.ceil(options.chunks / FILES), model: MODEL, dims: DIMS });
     const corpusSeconds = (performance.now() - started) / 1000;
     console.log(`  ${options.chunks} chunks and ${corpus.queries.length} queries embedded by the emulator's function in ${corpusSeconds.toFixed(1)} s`);
     const exactStarted = performance.now();
@@ -251,12 +245,6 @@ export async function runVectorStoreBench(options: VectorStoreBenchOptions): Pro
 
 // ---- loading the search stores ------------------------------------------------------------------
 
-interface Corpus {
-  texts: string[];
-  /** Row-major, DIMS a row, unit length: what PostgreSQL stores (float4). */
-  vectors: Float32Array;
-  queries: { text: string; vector: number[] }[];
-}
 
 /**
  * Writes every chunk of the corpus into the store's partition (plaintext text and vector, or
@@ -470,90 +458,6 @@ function cpuSecondsOf(pid: number | undefined): number {
   }
 }
 
-// ---- the synthetic corpus -----------------------------------------------------------------------
-
-const TOPICS = 48;
-const TOPIC_WORDS = 150;
-const COMMON_WORDS = 800;
-const CHUNK_WORDS = 180;
-const STOPWORDS = 'the of and to in is that for it as with was on be by this are from at or an which have not but they their its can has were will'.split(' ');
-const SYLLABLES = 'ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo ga ge go gu ha he hi ho ka ke ki ko la le li lo lu ma me mi mo mu na ne ni no nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu va ve vi vo za ze zo an en in on ar er or al el il ol st tr pr gr cl pl br'.split(' ');
-
-interface Vocabulary {
-  topics: string[][];
-  common: string[];
-}
-
-let vocabulary: Vocabulary | undefined;
-function vocabularyOf(): Vocabulary {
-  if (vocabulary) return vocabulary;
-  const random = mulberry32(1536);
-  const seen = new Set<string>();
-  const word = () => {
-    for (;;) {
-      let w = '';
-      const syllables = 2 + Math.floor(random() * 3);
-      for (let i = 0; i < syllables; i++) w += SYLLABLES[Math.floor(random() * SYLLABLES.length)];
-      if (!seen.has(w)) {
-        seen.add(w);
-        return w;
-      }
-    }
-  };
-  vocabulary = {
-    topics: Array.from({ length: TOPICS }, () => Array.from({ length: TOPIC_WORDS }, word)),
-    common: Array.from({ length: COMMON_WORDS }, word),
-  };
-  return vocabulary;
-}
-
-/** A skewed pick (a few words of a vocabulary are frequent, most are rare), as in real text. */
-const skewed = (random: () => number, words: string[]) => words[Math.floor(words.length * random() ** 2.5)]!;
-
-/** A chunk-like text: mostly its topic's words, some of a second topic, common words and stopwords. */
-function topicText(random: () => number, topic: number, words: number): string {
-  const { topics, common } = vocabularyOf();
-  const second = Math.floor(random() * TOPICS);
-  const out: string[] = [];
-  for (let i = 0; i < words; i++) {
-    const r = random();
-    out.push(r < 0.45 ? skewed(random, topics[topic]!) : r < 0.55 ? skewed(random, topics[second]!) : r < 0.8 ? skewed(random, common) : STOPWORDS[Math.floor(random() * STOPWORDS.length)]!);
-  }
-  return out.join(' ');
-}
-
-function makeCorpus(chunks: number, queries: number): Corpus {
-  const random = mulberry32(42);
-  const texts: string[] = [];
-  const vectors = new Float32Array(chunks * DIMS);
-  const perFile = Math.ceil(chunks / FILES);
-  for (let row = 0; row < chunks; row++) {
-    // A file keeps to one topic for most of its chunks, as a document does.
-    const fileTopic = Math.floor(row / perFile) % TOPICS;
-    const topic = random() < 0.7 ? fileTopic : Math.floor(random() * TOPICS);
-    const text = topicText(random, topic, CHUNK_WORDS - 40 + Math.floor(random() * 80));
-    texts.push(text);
-    vectors.set(deterministicEmbedding(MODEL, text, DIMS), row * DIMS);
-  }
-  const queryTexts = Array.from({ length: queries }, () => topicText(random, Math.floor(random() * TOPICS), 30 + Math.floor(random() * 90)));
-  return { texts, vectors, queries: queryTexts.map((text) => ({ text, vector: deterministicEmbedding(MODEL, text, DIMS) })) };
-}
-
-/** A ~`bytes` document of sentences and paragraphs on a few topics, for ingest. */
-function documentText(random: () => number, bytes: number): string {
-  const topic = Math.floor(random() * TOPICS);
-  let text = '';
-  while (text.length < bytes) {
-    let paragraph = '';
-    for (let s = 0; s < 5; s++) {
-      const sentence = topicText(random, random() < 0.8 ? topic : Math.floor(random() * TOPICS), 8 + Math.floor(random() * 16));
-      paragraph += `${sentence[0]!.toUpperCase()}${sentence.slice(1)}. `;
-    }
-    text += `${paragraph.trim()}\n\n`;
-  }
-  return text.slice(0, bytes);
-}
-
 // ---- exact search and recall ------------------------------------------------------------------------
 
 interface Exact {
@@ -601,20 +505,4 @@ function recallOf(found: { file_id: string; chunk_index: number }[], exact: Exac
     if (score >= exact.kth - 1e-6) hits++;
   }
   return hits / K;
-}
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -131,6 +131,8 @@ const configSchema = z.object({
   BRAIN_REINDEX_ROLLBACK_SECONDS: z.coerce.number().int().min(1).default(7 * 24 * 3_600),
   /** A reindex's embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
   BRAIN_REINDEX_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
+  /** Memory one process may hold strict brains' opened vectors in (the brains recalled most recently stay). */
+  BRAIN_STRICT_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks a reindex embeds in one upstream call. */
   BRAIN_REINDEX_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
   /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */

@@ -138,6 +138,20 @@ describe('entries', () => {
     expectError(await put(`/v1/brains/${brain.id}/entries`, { body: 'Something else.' }, headers), 409, 'idempotency_key_reuse');
   });
 
+  it('refuses a body over 100 MB with 413 entry_too_large, and writes nothing', async () => {
+    const brain = await newBrain();
+    const over = 'a'.repeat(100 * 1024 * 1024 + 1);
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { body: over }), 413, 'entry_too_large', { param: 'body' });
+    // Past the JSON parser's own limit the answer is the same.
+    const res = await call(gateway.baseUrl, `/v1/brains/${brain.id}/entries`, {
+      method: 'PUT',
+      body: `{"body": "${'b'.repeat(129 * 1024 * 1024)}"}`,
+      headers: { ...as(developer.key), 'content-type': 'application/json' },
+    });
+    expectError(res, 413, 'entry_too_large');
+    expect((await get(`/v1/brains/${brain.id}/entries`)).body.data).toEqual([]);
+  });
+
   it('lists scopes at or below a scope with their entry counts', async () => {
     const brain = await newBrain();
     for (const scope of ['/', '/team', '/team/api', '/team/api', '/team/web', '/other']) await write(brain.id, { body: `note in ${scope}`, scope });
@@ -247,6 +261,24 @@ describe('encryption', () => {
       expect(hits[0]).toMatchObject({ entry_id: written.entry_id, content: secret });
     });
   }
+});
+
+describe('strict recall keeps up with writes', () => {
+  it('sees new, changed, moved and deleted entries between recalls of a strict brain', async () => {
+    const brain = await newBrain({ encryption: 'strict' });
+    await write(brain.id, { entry_id: 'a', body: 'The staging database lives in Frankfurt.', scope: '/infra' });
+    await write(brain.id, { entry_id: 'b', body: 'Backups run every night at two.', scope: '/infra' });
+    const contents = async (query: string, scope = '/infra') => (await recall(brain.id, { query, scope, top_k: 10 })).body.data.map((hit: { entry_id: string; content: string }) => `${hit.entry_id}: ${hit.content}`);
+    expect((await contents('where is the staging database'))[0]).toBe('a: The staging database lives in Frankfurt.');
+
+    await write(brain.id, { entry_id: 'a', body: 'The staging database moved to Dublin.', scope: '/infra' });
+    await write(brain.id, { entry_id: 'c', body: 'The staging database has a read replica in Paris.', scope: '/infra' });
+    await del(`/v1/brains/${brain.id}/entries/b`);
+    await patch(`/v1/brains/${brain.id}/entries/c`, { scope: '/infra/replicas' });
+    const now = await contents('where is the staging database');
+    expect(now).toEqual(['a: The staging database moved to Dublin.']);
+    expect(await contents('where is the staging database', '/infra/replicas')).toEqual(expect.arrayContaining(['c: The staging database has a read replica in Paris.', 'a: The staging database moved to Dublin.']));
+  });
 });
 
 describe('flag', () => {

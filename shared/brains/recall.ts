@@ -49,9 +49,14 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     (!body.classes || body.classes.includes(entry.class)) && (!body.types || entry.class === 'policy' || (entry.type !== null && body.types.includes(entry.type)));
 
   let scored: Scored[] = [];
-  const strictVectors = brain.encryption === 'strict' ? await openStrictCandidates(platform, brain, keys!, query, filter, asOf) : null;
+  const strict = brain.encryption === 'strict';
+  const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   for (let draw = FIRST_DRAW; ; draw *= 4) {
-    const candidates = strictVectors ? strictVectors.slice(0, draw) : await repo.nearestChunks(platform.db, brain, brain.active_space, toSql(query), filter, draw, asOf);
+    const candidates = strictHistory
+      ? strictHistory.slice(0, draw)
+      : strict
+        ? await platform.strictBrains.nearest(brain, keys!, query, filter, draw)
+        : await repo.nearestChunks(platform.db, brain, brain.active_space, toSql(query), filter, draw, asOf);
     scored = await score(platform, brain, candidates, now);
     const exhausted = candidates.length < draw || draw >= MAX_DRAW;
     const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
@@ -132,10 +137,10 @@ async function score(platform: GatewayServices, brain: repo.BrainRow, candidates
 }
 
 /**
- * A strict brain's candidates: its sealed vectors opened under its key into one block and scored
- * by cosine in the CPU pool (the block is transferred, not copied), nearest first.
+ * A strict brain's chunks as of an instant, nearest first: the vectors valid then, opened for
+ * this call and scored in the CPU pool (history is not kept open; current vectors are).
  */
-async function openStrictCandidates(platform: GatewayServices, brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, asOf: Date | null): Promise<repo.ChunkCandidate[]> {
+async function openStrictHistory(platform: GatewayServices, brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, asOf: Date): Promise<repo.ChunkCandidate[]> {
   const sealed = await repo.sealedChunks(platform.db, brain.id, brain.active_space, filter, asOf);
   if (sealed.length === 0) return [];
   const dims = brain.embedding_dims;

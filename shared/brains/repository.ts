@@ -1,5 +1,5 @@
 import { partitionName } from '../db/partitions.js';
-import type { Queryable } from '../db/pool.js';
+import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
 
@@ -51,8 +51,11 @@ export interface EntryRow {
 const BRAIN_ID = /^brn_[0-9A-Za-z]{24}$/;
 export const partitionOf = (brainId: string): string => partitionName('brain_chunks', brainId, BRAIN_ID, 4);
 
-/** HNSW over the current chunks of one space: as_of reads scan history exactly instead. */
-export const BRAIN_HNSW = { m: 16, efConstruction: 64 };
+/**
+ * HNSW over the current chunks of one space: as_of reads scan history exactly instead. A search
+ * keeps `efSearch` candidates in its beam (or as many as it is asked for, up to pgvector's 1,000).
+ */
+export const BRAIN_HNSW = { m: 16, efConstruction: 64, efSearch: 200 };
 
 export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
   const { rows } = await q.query<BrainRow>(
@@ -237,6 +240,12 @@ export interface ScopeFilter {
   subtreeOf: string | null;
 }
 
+/** The same rule as scopeSql, for chunks ranked outside PostgreSQL (strict brains). */
+export function scopeMatches(filter: ScopeFilter, scope: string): boolean {
+  if (filter.subtreeOf === '/') return true;
+  return filter.scopes.includes(scope) || (filter.subtreeOf !== null && scope.startsWith(`${filter.subtreeOf}/`));
+}
+
 function scopeSql(filter: ScopeFilter, firstParam: number): { sql: string; params: unknown[] } {
   if (filter.subtreeOf === '/') return { sql: 'true', params: [] };
   if (filter.subtreeOf !== null) return { sql: `(c.scope = ANY($${firstParam}) OR c.scope LIKE $${firstParam + 1})`, params: [filter.scopes, `${likePrefix(filter.subtreeOf)}/%`] };
@@ -247,19 +256,27 @@ function scopeSql(filter: ScopeFilter, firstParam: number): { sql: string; param
  * The `limit` chunks nearest the query among the current chunks of a space (HNSW), or, as of an
  * instant, among the chunks valid then (an exact scan: history has no index).
  */
-export async function nearestChunks(q: Queryable, brain: Pick<BrainRow, 'id' | 'embedding_dims'>, space: number, query: string, filter: ScopeFilter, limit: number, asOf: Date | null): Promise<ChunkCandidate[]> {
+export async function nearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embedding_dims'>, space: number, query: string, filter: ScopeFilter, limit: number, asOf: Date | null): Promise<ChunkCandidate[]> {
   const { cast } = vectorCast(brain.embedding_dims);
   const scopes = scopeSql(filter, 3);
   const validity = asOf === null ? 'c.valid_to IS NULL' : `c.valid_from <= $${3 + scopes.params.length} AND (c.valid_to IS NULL OR c.valid_to > $${3 + scopes.params.length})`;
   const params: unknown[] = [query, limit, ...scopes.params, ...(asOf === null ? [] : [asOf])];
-  const { rows } = await q.query<ChunkCandidate>(
-    `SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine
-     FROM ${partitionOf(brain.id)} c
-     WHERE c.space = ${Number(space)} AND ${validity} AND ${scopes.sql}
-     ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
-    params,
-  );
-  return rows.map((row) => ({ ...row, cosine: Number(row.cosine) }));
+  const rows = await withTransaction(db, async (client) => {
+    // The HNSW index is the plan: without these PostgreSQL reads every row of the space through a
+    // btree and sorts it whenever it asks for more than a few dozen (measured 32 ms against 4 ms at
+    // 5,000 chunks). An iterative scan keeps walking the graph until `limit` chunks pass the filter.
+    const planner = asOf === null ? 'SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off;' : '';
+    await client.query(`${planner} SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(BRAIN_HNSW.efSearch, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+    return (await client.query<ChunkCandidate>(
+      `SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine
+       FROM ${partitionOf(brain.id)} c
+       WHERE c.space = ${Number(space)} AND ${validity} AND ${scopes.sql}
+       ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
+      params,
+    )).rows;
+  });
+  // An iterative scan returns its chunks nearly in order; callers rely on exactly.
+  return rows.map((row) => ({ ...row, cosine: Number(row.cosine) })).sort((a, b) => b.cosine - a.cosine);
 }
 
 export interface SealedChunk {
@@ -461,4 +478,29 @@ export async function spaceSize(q: Queryable, brainId: string, space: number): P
     [space],
   );
   return { chunks: rows[0]!.chunks, chars: Number(rows[0]!.chars ?? 0) };
+}
+
+export interface ChunkKey {
+  version_id: string;
+  chunk_index: number;
+}
+
+/** The keys of a space's current chunks (what a strict brain's opened vectors must hold). */
+export async function currentChunkKeys(q: Queryable, brainId: string, space: number): Promise<ChunkKey[]> {
+  const { rows } = await q.query<ChunkKey>(`SELECT version_id::text AS version_id, chunk_index FROM ${partitionOf(brainId)} WHERE space = $1 AND valid_to IS NULL`, [space]);
+  return rows;
+}
+
+/** The sealed vectors of these chunks, a page at a time. */
+export async function* sealedVectorsOf(q: Queryable, brainId: string, space: number, keys: ChunkKey[], pageSize = 2_000): AsyncGenerator<SealedChunk[]> {
+  for (let start = 0; start < keys.length; start += pageSize) {
+    const page = keys.slice(start, start + pageSize);
+    const { rows } = await q.query<SealedChunk>(
+      `SELECT c.version_id::text AS version_id, c.chunk_index, c.entry_id, c.scope, c.embedding_sealed FROM ${partitionOf(brainId)} c
+       JOIN unnest($2::bigint[], $3::int[]) AS k(version_id, chunk_index) ON k.version_id = c.version_id AND k.chunk_index = c.chunk_index
+       WHERE c.space = $1`,
+      [space, page.map((key) => key.version_id), page.map((key) => key.chunk_index)],
+    );
+    yield rows;
+  }
 }

@@ -9,6 +9,7 @@ import { MeteringTimings } from '../platform/metering-timings.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
+import { StrictBrainVectors } from '../brains/strict-vectors.js';
 import { SealedSpaces } from '../vector-stores/sealed-spaces.js';
 
 /**
@@ -32,6 +33,7 @@ export interface GatewayServices extends Infrastructure {
   vectorStoreKeys: VectorStoreKeyring;
   /** Sealed vector stores' opened vectors, scored in the CPU pool. */
   sealedSpaces: SealedSpaces;
+  strictBrains: StrictBrainVectors;
 }
 
 export function createGatewayServices(config: Config, processName: string, logger = createLogger(config, processName)): GatewayServices {
@@ -62,6 +64,7 @@ export function createGatewayServices(config: Config, processName: string, logge
     clientTokenKeys,
     vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
     sealedSpaces: new SealedSpaces(db, infrastructure.cpu, config.VECTOR_STORE_CACHE_MB * 1024 * 1024),
+    strictBrains: new StrictBrainVectors(db, infrastructure.cpu, config.BRAIN_STRICT_CACHE_MB * 1024 * 1024),
     close,
   };
 }

@@ -1,0 +1,177 @@
+import type { Db } from '../db/pool.js';
+import type { CpuPool } from '../platform/cpu-pool.js';
+import { normalise } from '../scoring/vector-index.js';
+import { openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
+import { vectorAad } from './entries.js';
+import * as repo from './repository.js';
+
+/**
+ * The current vectors of strict brains, opened once per process. A strict brain's vectors are
+ * sealed, so PostgreSQL cannot rank them: a brain's current chunks are opened under its key into
+ * one SharedArrayBuffer of unit vectors and scored on a CPU-pool thread in place. The brain's
+ * write_seq moves with every write, so a changed one sends the cache to PostgreSQL for the
+ * current keys only: rows that ended are masked out, new ones are opened and appended (the
+ * buffer doubles when full), and nothing already open is opened again. A reindex's swap (a new
+ * space) opens the brain afresh. Within a memory budget, the brain recalled least recently goes
+ * first. Recall as_of reads history and does not come here.
+ */
+interface OpenedBrain {
+  space: number;
+  writeSeq: string;
+  dims: number;
+  /** Rows used; the buffer holds `capacity`. */
+  count: number;
+  capacity: number;
+  vectors: Float32Array;
+  live: Uint8Array;
+  versionIds: string[];
+  chunkIndexes: Int32Array;
+  entryIds: string[];
+  scopes: string[];
+  position: Map<string, number>;
+}
+
+const keyOf = (versionId: string, chunkIndex: number) => `${versionId}:${chunkIndex}`;
+
+export class StrictBrainVectors {
+  private readonly opened = new Map<string, OpenedBrain>();
+  private readonly refreshing = new Map<string, Promise<OpenedBrain>>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly cpu: CpuPool,
+    private readonly budgetBytes: number,
+  ) {}
+
+  /** The `limit` current chunks nearest the query within the scope filter, nearest first. */
+  async nearest(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number): Promise<repo.ChunkCandidate[]> {
+    const opened = await this.brain(brain, keys);
+    if (opened.count === 0) return [];
+    const allowed = new Uint8Array(opened.capacity);
+    const inScope = new Map<string, boolean>();
+    for (let row = 0; row < opened.count; row++) {
+      if (!opened.live[row]) continue;
+      const scope = opened.scopes[row]!;
+      let ok = inScope.get(scope);
+      if (ok === undefined) inScope.set(scope, (ok = repo.scopeMatches(filter, scope)));
+      if (ok) allowed[row] = 1;
+    }
+    const unit = Float32Array.from(query);
+    normalise(unit);
+    const best = await this.cpu.dotTopK({ vectors: opened.vectors, dims: opened.dims, query: unit, k: limit, allowed });
+    return Array.from(best.indices, (row, i) => ({
+      version_id: opened.versionIds[row]!,
+      chunk_index: opened.chunkIndexes[row]!,
+      entry_id: opened.entryIds[row]!,
+      scope: opened.scopes[row]!,
+      cosine: best.scores[i]!,
+    }));
+  }
+
+  /** Drops a brain's opened vectors (deleted). */
+  forget(brainId: string): void {
+    this.opened.delete(brainId);
+  }
+
+  /** The brain's vectors as of its write_seq; one refresh of a brain at a time, since refreshes append to the same buffer. */
+  private async brain(brain: repo.BrainRow, keys: StoreKeys): Promise<OpenedBrain> {
+    for (;;) {
+      const cached = this.opened.get(brain.id);
+      if (cached && cached.space === brain.active_space && cached.writeSeq === brain.write_seq) {
+        // Most recently used last: the first entry is the one to evict.
+        this.opened.delete(brain.id);
+        this.opened.set(brain.id, cached);
+        return cached;
+      }
+      const inFlight = this.refreshing.get(brain.id);
+      if (inFlight) {
+        await inFlight.catch(() => undefined);
+        continue;
+      }
+      const base = cached && cached.space === brain.active_space ? cached : undefined;
+      const refresh = this.refresh(brain, keys, base)
+        .then((opened) => {
+          this.opened.delete(brain.id);
+          this.opened.set(brain.id, opened);
+          this.evictOverBudget();
+          return opened;
+        })
+        .finally(() => this.refreshing.delete(brain.id));
+      this.refreshing.set(brain.id, refresh);
+      return refresh;
+    }
+  }
+
+  /** Brings `base` (or nothing) up to the brain's current chunks. */
+  private async refresh(brain: repo.BrainRow, keys: StoreKeys, base: OpenedBrain | undefined): Promise<OpenedBrain> {
+    const current = await repo.currentChunkKeys(this.db, brain.id, brain.active_space);
+    // The cached state stays as it was until this one replaces it (a failed refresh leaves it whole).
+    const opened = base
+      ? { ...base, live: Uint8Array.from(base.live), versionIds: [...base.versionIds], entryIds: [...base.entryIds], scopes: [...base.scopes], position: new Map(base.position) }
+      : emptyBrain(brain, current.length);
+    const wanted = new Set(current.map((row) => keyOf(row.version_id, row.chunk_index)));
+    for (const [key, row] of opened.position) if (!wanted.has(key)) opened.live[row] = 0;
+    const fresh = current.filter((row) => !opened.position.has(keyOf(row.version_id, row.chunk_index)));
+    const grown = grow(opened, opened.count + fresh.length);
+    for await (const page of repo.sealedVectorsOf(this.db, brain.id, brain.active_space, fresh)) {
+      for (const chunk of page) {
+        const row = grown.count++;
+        openVectorInto(keys, chunk.embedding_sealed, vectorAad(brain.id, brain.active_space, chunk.entry_id, chunk.chunk_index), grown.vectors, row * grown.dims);
+        normalise(grown.vectors, row * grown.dims, grown.dims);
+        grown.live[row] = 1;
+        grown.versionIds[row] = String(chunk.version_id);
+        grown.chunkIndexes[row] = chunk.chunk_index;
+        grown.entryIds[row] = chunk.entry_id;
+        grown.scopes[row] = chunk.scope;
+        grown.position.set(keyOf(String(chunk.version_id), chunk.chunk_index), row);
+      }
+    }
+    return { ...grown, writeSeq: brain.write_seq };
+  }
+
+  private evictOverBudget(): void {
+    let total = [...this.opened.values()].reduce((sum, brain) => sum + brain.vectors.byteLength, 0);
+    for (const [brainId, brain] of this.opened) {
+      if (total <= this.budgetBytes || this.opened.size === 1) break;
+      this.opened.delete(brainId);
+      total -= brain.vectors.byteLength;
+    }
+  }
+}
+
+/** Rows to allocate for `rows`: some room to append before the next copy. */
+const roomFor = (rows: number) => rows + Math.max(256, Math.ceil(rows / 8));
+
+function emptyBrain(brain: repo.BrainRow, rows: number): OpenedBrain {
+  const capacity = roomFor(rows);
+  return {
+    space: brain.active_space,
+    writeSeq: brain.write_seq,
+    dims: brain.embedding_dims,
+    count: 0,
+    capacity,
+    vectors: new Float32Array(new SharedArrayBuffer(capacity * brain.embedding_dims * 4)),
+    live: new Uint8Array(capacity),
+    versionIds: [],
+    chunkIndexes: new Int32Array(capacity),
+    entryIds: [],
+    scopes: [],
+    position: new Map(),
+  };
+}
+
+/**
+ * Room for `rows`: the same buffers when they have it (a recall scoring meanwhile masks out every
+ * row past its own count, so appending there is invisible to it), else larger copies.
+ */
+function grow(opened: OpenedBrain, rows: number): OpenedBrain {
+  if (rows <= opened.capacity) return opened;
+  const capacity = roomFor(rows);
+  const vectors = new Float32Array(new SharedArrayBuffer(capacity * opened.dims * 4));
+  vectors.set(opened.vectors.subarray(0, opened.count * opened.dims));
+  const live = new Uint8Array(capacity);
+  live.set(opened.live.subarray(0, opened.count));
+  const chunkIndexes = new Int32Array(capacity);
+  chunkIndexes.set(opened.chunkIndexes.subarray(0, opened.count));
+  return { ...opened, capacity, vectors, live, chunkIndexes };
+}
