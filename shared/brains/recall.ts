@@ -19,14 +19,14 @@ import type { recallBody } from './schemas.js';
  */
 export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
-const FIRST_DRAW = 64;
+const FIRST_DRAW = 256;
 const MAX_DRAW = 4_096;
 
 type DroppedBy = 'class_filter' | 'min_score' | 'top_k';
 
 interface Scored {
   candidate: repo.ChunkCandidate;
-  entry: repo.EntryRow;
+  entry: repo.RankedVersion;
   factors: CompositeFactors;
   droppedBy: DroppedBy | null;
 }
@@ -45,7 +45,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   // Enough places to rank: the hits, and the misses that would be shown.
   const places = topK + (explainMisses ? missesTopK : 0);
 
-  const passesFilters = (entry: repo.EntryRow) =>
+  const passesFilters = (entry: repo.RankedVersion) =>
     (!body.classes || body.classes.includes(entry.class)) && (!body.types || entry.class === 'policy' || (entry.type !== null && body.types.includes(entry.type)));
 
   let scored: Scored[] = [];
@@ -55,14 +55,15 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const candidates = strictHistory
       ? strictHistory.slice(0, draw)
       : strict
-        ? await platform.strictBrains.nearest(brain, keys!, query, filter, draw)
+        ? await platform.strictBrains.best(brain, keys!, query, filter, draw, now)
         : await repo.nearestChunks(platform.db, brain, brain.active_space, toSql(query), filter, draw, asOf);
     scored = await score(platform, brain, candidates, now);
     const exhausted = candidates.length < draw || draw >= MAX_DRAW;
     const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
-    const lastPlace = kept.length >= places ? kept[places - 1]! : -1;
-    // Nothing not yet drawn scores above the cosine of the last chunk drawn.
-    if (exhausted || (candidates.length > 0 && lastPlace >= candidates[candidates.length - 1]!.cosine)) break;
+    // Drawn by composite (a strict brain's current chunks), the first places that pass the filters are the answer;
+    // drawn by cosine, nothing not yet drawn scores above the cosine of the last chunk drawn.
+    const enough = strict && !strictHistory ? kept.length >= places : kept.length >= places && kept[places - 1]! >= candidates[candidates.length - 1]!.cosine;
+    if (exhausted || enough) break;
   }
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';

@@ -55,7 +55,7 @@ export const partitionOf = (brainId: string): string => partitionName('brain_chu
  * HNSW over the current chunks of one space: as_of reads scan history exactly instead. A search
  * keeps `efSearch` candidates in its beam (or as many as it is asked for, up to pgvector's 1,000).
  */
-export const BRAIN_HNSW = { m: 16, efConstruction: 64, efSearch: 200 };
+export const BRAIN_HNSW = { m: 16, efConstruction: 64, efSearch: 500 };
 
 export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
   const { rows } = await q.query<BrainRow>(
@@ -299,9 +299,16 @@ export async function sealedChunks(q: Queryable, brainId: string, space: number,
   return rows;
 }
 
-export async function versionsByIds(q: Queryable, versionIds: string[]): Promise<Map<string, EntryRow>> {
+/** An entry version without its text: what recall ranks, filters and labels a hit by. */
+export type RankedVersion = Omit<EntryRow, 'title' | 'body' | 'title_sealed' | 'body_sealed'>;
+
+export async function versionsByIds(q: Queryable, versionIds: string[]): Promise<Map<string, RankedVersion>> {
   if (versionIds.length === 0) return new Map();
-  const { rows } = await q.query<EntryRow>(`SELECT * FROM brain_entries WHERE version_id = ANY($1::bigint[])`, [versionIds]);
+  const { rows } = await q.query<RankedVersion>(
+    `SELECT version_id, brain_id, entry_id, scope, class, type, body_bytes, trust, origin, source_mount_id, source, use_count, last_used, created_at, updated_at, valid_from, valid_to, chunks
+     FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
+    [versionIds],
+  );
   return new Map(rows.map((row) => [String(row.version_id), row]));
 }
 
@@ -485,9 +492,17 @@ export interface ChunkKey {
   chunk_index: number;
 }
 
-/** The keys of a space's current chunks (what a strict brain's opened vectors must hold). */
-export async function currentChunkKeys(q: Queryable, brainId: string, space: number): Promise<ChunkKey[]> {
-  const { rows } = await q.query<ChunkKey>(`SELECT version_id::text AS version_id, chunk_index FROM ${partitionOf(brainId)} WHERE space = $1 AND valid_to IS NULL`, [space]);
+/** A current chunk's key and what ranks it (its entry's class, type, anchors and use). */
+export interface RankedChunkKey extends ChunkKey, Pick<EntryRow, 'class' | 'type' | 'use_count' | 'created_at' | 'updated_at' | 'last_used'> {}
+
+/** The keys of a space's current chunks with what ranks them (what a strict brain's opened vectors must hold). */
+export async function currentChunkKeys(q: Queryable, brainId: string, space: number): Promise<RankedChunkKey[]> {
+  const { rows } = await q.query<RankedChunkKey>(
+    `SELECT c.version_id::text AS version_id, c.chunk_index, e.class, e.type, e.use_count, e.created_at, e.updated_at, e.last_used
+     FROM ${partitionOf(brainId)} c JOIN brain_entries e ON e.version_id = c.version_id
+     WHERE c.space = $1 AND c.valid_to IS NULL`,
+    [space],
+  );
   return rows;
 }
 

@@ -3,12 +3,15 @@ import type { CpuPool } from '../platform/cpu-pool.js';
 import { normalise } from '../scoring/vector-index.js';
 import { openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { vectorAad } from './entries.js';
+import { rankingOf } from './policy.js';
 import * as repo from './repository.js';
 
 /**
  * The current vectors of strict brains, opened once per process. A strict brain's vectors are
  * sealed, so PostgreSQL cannot rank them: a brain's current chunks are opened under its key into
- * one SharedArrayBuffer of unit vectors and scored on a CPU-pool thread in place. The brain's
+ * one SharedArrayBuffer of unit vectors, beside what ranks each (its entry's class and type,
+ * anchors and use count), and a CPU-pool thread computes the composite of every row in the
+ * recall's scopes in place, keeping the best: exact, in one pass. The brain's
  * write_seq moves with every write, so a changed one sends the cache to PostgreSQL for the
  * current keys only: rows that ended are masked out, new ones are opened and appended (the
  * buffer doubles when full), and nothing already open is opened again. A reindex's swap (a new
@@ -29,6 +32,13 @@ interface OpenedBrain {
   entryIds: string[];
   scopes: string[];
   position: Map<string, number>;
+  /** What ranks each row: its kind (class and type, an index into `kinds`), anchors and use count, in shared buffers. */
+  kind: Int32Array;
+  kinds: { class: string; type: string | null }[];
+  createdAt: Float64Array;
+  updatedAt: Float64Array;
+  lastUsedAt: Float64Array;
+  useCount: Int32Array;
 }
 
 const keyOf = (versionId: string, chunkIndex: number) => `${versionId}:${chunkIndex}`;
@@ -43,8 +53,8 @@ export class StrictBrainVectors {
     private readonly budgetBytes: number,
   ) {}
 
-  /** The `limit` current chunks nearest the query within the scope filter, nearest first. */
-  async nearest(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number): Promise<repo.ChunkCandidate[]> {
+  /** The `limit` current chunks of best composite within the scope filter, best first (each with its cosine). */
+  async best(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number, now: number): Promise<repo.ChunkCandidate[]> {
     const opened = await this.brain(brain, keys);
     if (opened.count === 0) return [];
     const allowed = new Uint8Array(opened.capacity);
@@ -58,13 +68,29 @@ export class StrictBrainVectors {
     }
     const unit = Float32Array.from(query);
     normalise(unit);
-    const best = await this.cpu.dotTopK({ vectors: opened.vectors, dims: opened.dims, query: unit, k: limit, allowed });
+    const rankings = opened.kinds.map((kind) => rankingOf(brain.memory_policy, kind.class, kind.type));
+    const best = await this.cpu.compositeTopK({
+      vectors: opened.vectors,
+      dims: opened.dims,
+      query: unit,
+      k: limit,
+      allowed,
+      kind: opened.kind,
+      kindWeight: Float64Array.from(rankings, (ranking) => ranking.weight),
+      kindHalfLife: Float64Array.from(rankings, (ranking) => ranking.halfLifeDays ?? -1),
+      kindAnchor: Uint8Array.from(rankings, (ranking) => ANCHORS.indexOf(ranking.anchor)),
+      createdAt: opened.createdAt,
+      updatedAt: opened.updatedAt,
+      lastUsedAt: opened.lastUsedAt,
+      useCount: opened.useCount,
+      now,
+    });
     return Array.from(best.indices, (row, i) => ({
       version_id: opened.versionIds[row]!,
       chunk_index: opened.chunkIndexes[row]!,
       entry_id: opened.entryIds[row]!,
       scope: opened.scopes[row]!,
-      cosine: best.scores[i]!,
+      cosine: best.cosines[i]!,
     }));
   }
 
@@ -105,12 +131,20 @@ export class StrictBrainVectors {
   /** Brings `base` (or nothing) up to the brain's current chunks. */
   private async refresh(brain: repo.BrainRow, keys: StoreKeys, base: OpenedBrain | undefined): Promise<OpenedBrain> {
     const current = await repo.currentChunkKeys(this.db, brain.id, brain.active_space);
+    const ranking = new Map(current.map((row) => [row.version_id, row]));
     // The cached state stays as it was until this one replaces it (a failed refresh leaves it whole).
     const opened = base
-      ? { ...base, live: Uint8Array.from(base.live), versionIds: [...base.versionIds], entryIds: [...base.entryIds], scopes: [...base.scopes], position: new Map(base.position) }
+      ? { ...base, live: Uint8Array.from(base.live), versionIds: [...base.versionIds], entryIds: [...base.entryIds], scopes: [...base.scopes], position: new Map(base.position), kinds: [...base.kinds] }
       : emptyBrain(brain, current.length);
     const wanted = new Set(current.map((row) => keyOf(row.version_id, row.chunk_index)));
     for (const [key, row] of opened.position) if (!wanted.has(key)) opened.live[row] = 0;
+    // A version's use (count, last use) can move without a new version: brought up to date in place.
+    for (const chunk of current) {
+      const row = opened.position.get(keyOf(chunk.version_id, chunk.chunk_index));
+      if (row === undefined) continue;
+      opened.useCount[row] = chunk.use_count;
+      opened.lastUsedAt[row] = chunk.last_used?.getTime() ?? Number.NaN;
+    }
     const fresh = current.filter((row) => !opened.position.has(keyOf(row.version_id, row.chunk_index)));
     const grown = grow(opened, opened.count + fresh.length);
     for await (const page of repo.sealedVectorsOf(this.db, brain.id, brain.active_space, fresh)) {
@@ -123,6 +157,12 @@ export class StrictBrainVectors {
         grown.chunkIndexes[row] = chunk.chunk_index;
         grown.entryIds[row] = chunk.entry_id;
         grown.scopes[row] = chunk.scope;
+        const entry = ranking.get(String(chunk.version_id))!;
+        grown.kind[row] = kindOf(grown, entry.class, entry.type);
+        grown.createdAt[row] = entry.created_at.getTime();
+        grown.updatedAt[row] = entry.updated_at.getTime();
+        grown.lastUsedAt[row] = entry.last_used?.getTime() ?? Number.NaN;
+        grown.useCount[row] = entry.use_count;
         grown.position.set(keyOf(String(chunk.version_id), chunk.chunk_index), row);
       }
     }
@@ -157,6 +197,8 @@ function emptyBrain(brain: repo.BrainRow, rows: number): OpenedBrain {
     entryIds: [],
     scopes: [],
     position: new Map(),
+    ...rankingBuffers(capacity),
+    kinds: [],
   };
 }
 
@@ -173,5 +215,27 @@ function grow(opened: OpenedBrain, rows: number): OpenedBrain {
   live.set(opened.live.subarray(0, opened.count));
   const chunkIndexes = new Int32Array(capacity);
   chunkIndexes.set(opened.chunkIndexes.subarray(0, opened.count));
-  return { ...opened, capacity, vectors, live, chunkIndexes };
+  const buffers = rankingBuffers(capacity);
+  for (const name of ['kind', 'createdAt', 'updatedAt', 'lastUsedAt', 'useCount'] as const) buffers[name].set(opened[name].subarray(0, opened.count) as never);
+  return { ...opened, capacity, vectors, live, chunkIndexes, ...buffers };
+}
+
+/** The per-row ranking inputs, in SharedArrayBuffers the pool reads without a copy. */
+function rankingBuffers(capacity: number) {
+  return {
+    kind: new Int32Array(new SharedArrayBuffer(capacity * 4)),
+    createdAt: new Float64Array(new SharedArrayBuffer(capacity * 8)),
+    updatedAt: new Float64Array(new SharedArrayBuffer(capacity * 8)),
+    lastUsedAt: new Float64Array(new SharedArrayBuffer(capacity * 8)),
+    useCount: new Int32Array(new SharedArrayBuffer(capacity * 4)),
+  };
+}
+
+const ANCHORS = ['created', 'updated', 'last_used'] as const;
+
+function kindOf(opened: OpenedBrain, entryClass: string, type: string | null): number {
+  const at = opened.kinds.findIndex((kind) => kind.class === entryClass && kind.type === type);
+  if (at >= 0) return at;
+  opened.kinds.push({ class: entryClass, type });
+  return opened.kinds.length - 1;
 }

@@ -1,5 +1,5 @@
 import { Piscina } from 'piscina';
-import type { CompositeFactors, CompositeRankInput } from '../scoring/composite.js';
+import type { CompositeFactors, CompositeRankInput, CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
 import type { DotTopKInput, KMeansInput, KMeansResult, TopK } from '../scoring/vector-index.js';
 
@@ -38,6 +38,11 @@ export class CpuPool {
   /** A brain's recall re-score of its candidates (cosine x tier x recency x usage x graph). */
   compositeRank(input: CompositeRankInput): Promise<CompositeFactors[]> {
     return this.piscina.run(input, { name: 'compositeRank' });
+  }
+
+  /** A strict brain's composite top k over its opened vectors (the shared buffers are read in place; the scope mask is transferred). */
+  compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
+    return this.piscina.run(input, { name: 'compositeTopK', transferList: [input.query.buffer, input.allowed.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer) });
   }
 
   close(): Promise<void> {

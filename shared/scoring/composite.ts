@@ -1,3 +1,5 @@
+import { dot } from './vector-index.js';
+
 /**
  * A brain's recall score (spec 2): composite = cosine x tier weight x recency x usage x graph, in
  * [0, 1]. Pure arithmetic over the candidates that vector search found, so it runs the same in the
@@ -56,4 +58,106 @@ export interface CompositeRankInput {
 /** Every candidate's factors, in input order (the caller sorts and filters, keeping its own order of drops). */
 export function compositeRank({ candidates, now }: CompositeRankInput): CompositeFactors[] {
   return candidates.map((candidate) => compositeFactors(candidate, now));
+}
+
+/**
+ * A strict brain's recall in one pass over its opened vectors: every allowed row's composite,
+ * the `k` best kept. Rows carry a kind (class and type, whose weight, half-life and decay anchor
+ * the policy gives) and their anchors and use count, all in shared buffers the pool reads in
+ * place. A row whose cosine times its weight cannot beat the k-th best so far is not aged.
+ */
+export interface CompositeTopKInput {
+  vectors: Float32Array;
+  dims: number;
+  /** A unit vector. */
+  query: Float32Array;
+  k: number;
+  /** 1 for rows in the recall's scopes (and current). */
+  allowed: Uint8Array;
+  kind: Int32Array;
+  kindWeight: Float64Array;
+  /** Half-life in days; -1 for evergreen. */
+  kindHalfLife: Float64Array;
+  /** 0 created, 1 updated, 2 last used (updated until first used). */
+  kindAnchor: Uint8Array;
+  createdAt: Float64Array;
+  updatedAt: Float64Array;
+  /** NaN until first used. */
+  lastUsedAt: Float64Array;
+  useCount: Int32Array;
+  now: number;
+}
+
+export interface CompositeTopK {
+  /** Row numbers, best composite first. */
+  indices: Int32Array;
+  cosines: Float32Array;
+  scores: Float32Array;
+}
+
+export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
+  const { vectors, dims, query, k, allowed } = input;
+  const rows = Math.min(allowed.length, vectors.length / dims);
+  const bestRows = new Int32Array(k);
+  const bestScores = new Float64Array(k).fill(-1);
+  const bestCosines = new Float64Array(k);
+  let size = 0;
+  // A min-heap of the k best by composite: bestScores[0] is the one to beat once it is full.
+  for (let row = 0; row < rows; row++) {
+    if (allowed[row] === 0) continue;
+    const kind = input.kind[row]!;
+    const weight = input.kindWeight[kind]!;
+    const floor = size === k ? bestScores[0]! : 0;
+    const cosine = Math.min(1, Math.max(0, dot(vectors, row * dims, query, dims)));
+    if (cosine * weight <= floor) continue;
+    const halfLife = input.kindHalfLife[kind]!;
+    const anchorKind = input.kindAnchor[kind];
+    const anchor = anchorKind === 0 ? input.createdAt[row]! : anchorKind === 1 || Number.isNaN(input.lastUsedAt[row]!) ? input.updatedAt[row]! : input.lastUsedAt[row]!;
+    const score = cosine * weight * recency(halfLife < 0 ? null : halfLife, anchor, input.now) * usage(input.useCount[row]!);
+    if (size === k && score <= floor) continue;
+    if (size < k) {
+      heapPush(bestScores, bestRows, bestCosines, size++, score, row, cosine);
+    } else {
+      heapReplaceTop(bestScores, bestRows, bestCosines, size, score, row, cosine);
+    }
+  }
+  const order = Array.from({ length: size }, (_, i) => i).sort((a, b) => bestScores[b]! - bestScores[a]!);
+  return {
+    indices: Int32Array.from(order, (i) => bestRows[i]!),
+    cosines: Float32Array.from(order, (i) => bestCosines[i]!),
+    scores: Float32Array.from(order, (i) => bestScores[i]!),
+  };
+}
+
+function heapPush(scores: Float64Array, rows: Int32Array, cosines: Float64Array, size: number, score: number, row: number, cosine: number): void {
+  let at = size;
+  while (at > 0) {
+    const parent = (at - 1) >> 1;
+    if (scores[parent]! <= score) break;
+    scores[at] = scores[parent]!;
+    rows[at] = rows[parent]!;
+    cosines[at] = cosines[parent]!;
+    at = parent;
+  }
+  scores[at] = score;
+  rows[at] = row;
+  cosines[at] = cosine;
+}
+
+function heapReplaceTop(scores: Float64Array, rows: Int32Array, cosines: Float64Array, size: number, score: number, row: number, cosine: number): void {
+  let at = 0;
+  for (;;) {
+    const left = 2 * at + 1;
+    if (left >= size) break;
+    const right = left + 1;
+    const child = right < size && scores[right]! < scores[left]! ? right : left;
+    if (scores[child]! >= score) break;
+    scores[at] = scores[child]!;
+    rows[at] = rows[child]!;
+    cosines[at] = cosines[child]!;
+    at = child;
+  }
+  scores[at] = score;
+  rows[at] = row;
+  cosines[at] = cosine;
 }
