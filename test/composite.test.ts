@@ -48,5 +48,12 @@ describe('compositeTopK', () => {
     const found = compositeTopK(input);
     expect(Array.from(found.indices)).toEqual(expected.map((entry) => entry.row));
     found.scores.forEach((score, i) => expect(score).toBeCloseTo(expected[i]!.score, 5));
+
+    // Given rows (IVF probes), only those are scored.
+    const probed = Int32Array.from({ length: rows / 2 }, (_, i) => i * 2);
+    const fromProbed = compositeTopK({ ...input, allowed: Uint8Array.from(input.allowed), query: Float32Array.from(query), rows: probed });
+    expect(Array.from(fromProbed.indices).every((row) => row % 2 === 0)).toBe(true);
+    expect(Array.from(fromProbed.indices)).toEqual(Array.from(fromProbed.indices).filter((row) => input.allowed[row] === 1));
+    expect(fromProbed.indices).toHaveLength(10);
   });
 });

@@ -8,9 +8,12 @@ const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url)
 /**
  * CPU-heavy work (cosine scoring, secret scanning) runs on worker threads so the event loop keeps
  * serving requests. Typed arrays are transferred to the thread: the caller gives them up.
+ * Index builds (k-means, tens of seconds at 100,000 vectors) run on a thread of their own, made
+ * on the first build, so a search never queues behind one: it shares the cores with it instead.
  */
 export class CpuPool {
   private readonly piscina: Piscina;
+  private builds: Piscina | undefined;
 
   constructor(threads: number) {
     this.piscina = new Piscina({ filename: TASKS_FILE, maxThreads: threads, minThreads: 1 });
@@ -32,7 +35,8 @@ export class CpuPool {
 
   kMeans(input: KMeansInput): Promise<KMeansResult> {
     const transfer = [input.sampleRows.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
-    return this.piscina.run(input, { name: 'kMeans', transferList: transfer });
+    this.builds ??= new Piscina({ filename: TASKS_FILE, maxThreads: 1, minThreads: 0, idleTimeout: 60_000 });
+    return this.builds.run(input, { name: 'kMeans', transferList: transfer });
   }
 
   /** A brain's recall re-score of its candidates (cosine x tier x recency x usage x graph). */
@@ -42,10 +46,10 @@ export class CpuPool {
 
   /** A strict brain's composite top k over its opened vectors (the shared buffers are read in place; the scope mask is transferred). */
   compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
-    return this.piscina.run(input, { name: 'compositeTopK', transferList: [input.query.buffer, input.allowed.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer) });
+    return this.piscina.run(input, { name: 'compositeTopK', transferList: [input.query.buffer, input.allowed.buffer, input.rows?.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer) });
   }
 
-  close(): Promise<void> {
-    return this.piscina.destroy();
+  async close(): Promise<void> {
+    await Promise.all([this.piscina.destroy(), this.builds?.destroy()]);
   }
 }

@@ -74,6 +74,8 @@ export interface CompositeTopKInput {
   k: number;
   /** 1 for rows in the recall's scopes (and current). */
   allowed: Uint8Array;
+  /** Score only these rows (IVF probes); all rows when absent. */
+  rows?: Int32Array;
   kind: Int32Array;
   kindWeight: Float64Array;
   /** Half-life in days; -1 for evergreen. */
@@ -97,13 +99,14 @@ export interface CompositeTopK {
 
 export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
   const { vectors, dims, query, k, allowed } = input;
-  const rows = Math.min(allowed.length, vectors.length / dims);
+  const total = input.rows ? input.rows.length : Math.min(allowed.length, vectors.length / dims);
   const bestRows = new Int32Array(k);
   const bestScores = new Float64Array(k).fill(-1);
   const bestCosines = new Float64Array(k);
   let size = 0;
   // A min-heap of the k best by composite: bestScores[0] is the one to beat once it is full.
-  for (let row = 0; row < rows; row++) {
+  for (let i = 0; i < total; i++) {
+    const row = input.rows ? input.rows[i]! : i;
     if (allowed[row] === 0) continue;
     const kind = input.kind[row]!;
     const weight = input.kindWeight[kind]!;
