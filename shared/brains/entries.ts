@@ -8,6 +8,7 @@ import { newId } from '../ids.js';
 import { openText, sealText, sealVector, type StoreKeys } from '../vector-stores/crypto.js';
 import { embedTexts } from '../vector-stores/ingest.js';
 import { brainKeys, brainOf, type BrainServices } from './brains.js';
+import { bodyAad, chunkAad, titleAad, vectorAad } from './aad.js';
 import { chunkParagraphs } from './chunking.js';
 import * as repo from './repository.js';
 import type { entryListQuery, patchEntryBody, putEntryBody } from './schemas.js';
@@ -216,10 +217,6 @@ export async function embedQuery(platform: GatewayServices, call: MeteredCall, b
   return (await embed(platform, call, brain, [query], `brain-recall:${call.requestId}`))[0]!;
 }
 
-export const titleAad = (brainId: string, entryId: string) => `brain-title ${brainId}/${entryId}`;
-export const bodyAad = (brainId: string, entryId: string) => `brain-body ${brainId}/${entryId}`;
-export const chunkAad = (brainId: string, entryId: string, chunkIndex: number) => `brain-chunk ${brainId}/${entryId}/${chunkIndex}`;
-export const vectorAad = (brainId: string, space: number, entryId: string, chunkIndex: number) => `brain-vector ${brainId}/${space}/${entryId}/${chunkIndex}`;
 
 function sealedFields(keys: StoreKeys | null, brainId: string, entryId: string, title: string | null, body: string) {
   if (!keys) return { title, body, title_sealed: null, body_sealed: null };

@@ -10,7 +10,8 @@ import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
 import { openText, sealVector, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf, embeddingModelOf, type BrainServices } from './brains.js';
-import { chunkAad, embed, embedTextOf, titleAad, vectorAad } from './entries.js';
+import { chunkAad, titleAad, vectorAad } from './aad.js';
+import { embed, embedTextOf } from './entries.js';
 import * as repo from './repository.js';
 import type { reindexBody } from './schemas.js';
 

@@ -2,7 +2,7 @@ import type { Db } from '../db/pool.js';
 import type { CpuPool } from '../platform/cpu-pool.js';
 import { dot, normalise } from '../scoring/vector-index.js';
 import { openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
-import { vectorAad } from './entries.js';
+import { vectorAad } from './aad.js';
 import { rankingOf } from './policy.js';
 import * as repo from './repository.js';
 
