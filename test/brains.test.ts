@@ -128,6 +128,17 @@ describe('entries', () => {
     expect(hits[0]).toMatchObject({ entry_id: 'runbook-1', content: 'Drain the queue before restarting the worker.' });
   });
 
+  it('keeps entries that came with a pack read-only: 409 entry_read_only on PATCH, DELETE and PUT over them', async () => {
+    const brain = await newBrain();
+    await write(brain.id, { entry_id: 'from-pack', body: 'A pack says the office opens at nine.' });
+    // Packs arrive with a later issue; the row is marked as a mounted pack's would be.
+    await gateway.platform.db.query(`UPDATE brain_entries SET origin = 'reference' WHERE brain_id = $1 AND entry_id = 'from-pack'`, [brain.id]);
+    expectError(await patch(`/v1/brains/${brain.id}/entries/from-pack`, { body: 'Changed.' }), 409, 'entry_read_only');
+    expectError(await del(`/v1/brains/${brain.id}/entries/from-pack`), 409, 'entry_read_only');
+    expectError(await put(`/v1/brains/${brain.id}/entries`, { entry_id: 'from-pack', body: 'Replaced.' }), 409, 'entry_read_only');
+    expect((await get(`/v1/brains/${brain.id}/entries/from-pack`)).body).toMatchObject({ origin: 'reference', body: 'A pack says the office opens at nine.' });
+  });
+
   it('replays an Idempotency-Key with the same body and refuses it with another', async () => {
     const brain = await newBrain();
     const headers = as(developer.key, { 'Idempotency-Key': `entry-${brain.id}` });
