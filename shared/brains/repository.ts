@@ -54,8 +54,11 @@ export const partitionOf = (brainId: string): string => partitionName('brain_chu
 /**
  * HNSW over the current chunks of one space: as_of reads scan history exactly instead. A search
  * keeps `efSearch` candidates in its beam (or as many as it is asked for, up to pgvector's 1,000).
+ * Recall ranks by the composite, so it reads deeper than a top 10 by cosine; at 30,000 entries
+ * m 32 / ef_construction 128 / beam 300 gave recall@10 0.988 at p95 32.9 ms, against 0.958 at
+ * 37.0 ms for m 16 / 64 / 500 (the graph costs 2.8 times as long to build).
  */
-export const BRAIN_HNSW = { m: 16, efConstruction: 64, efSearch: 500 };
+export const BRAIN_HNSW = { m: 32, efConstruction: 128, efSearch: 300 };
 
 export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
   const { rows } = await q.query<BrainRow>(
