@@ -68,7 +68,7 @@ export function openApiDocument(routes: readonly RouteDefinition[], version: str
 function operationOf(route: RouteDefinition): OpenApiOperation {
   const response = responseOf(route);
   const input = route.input ?? {};
-  const parameters = [...pathParameters(route.path), ...queryParameters(input.query)];
+  const parameters = [...pathParameters(route.path), ...namedParameters(input.query, 'query'), ...namedParameters(input.headers, 'header')];
   const operation: OpenApiOperation = {
     operationId: `${route.method}${openApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_match, next: string | undefined) => (next ?? '').toUpperCase())}`,
     summary: route.summary,
@@ -76,9 +76,11 @@ function operationOf(route: RouteDefinition): OpenApiOperation {
     ...securityOf(route.access),
     ...(parameters.length > 0 && { parameters }),
     responses: {
-      [String(response.status)]: response.contentType
-        ? { description: response.description, content: { [response.contentType]: { schema: {} } } }
-        : { description: response.description },
+      [String(response.status)]: {
+        description: response.description,
+        ...(response.contentType && { content: { [response.contentType]: { schema: {} } } }),
+        ...(response.headers && { headers: Object.fromEntries(Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: 'string' } }])) }),
+      },
       default: ERROR_RESPONSE,
     },
   };
@@ -106,12 +108,13 @@ function pathParameters(path: string): unknown[] {
   return [...path.matchAll(/:(\w+)/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
 }
 
-function queryParameters(query: z.ZodType | undefined): unknown[] {
-  if (!query) return [];
-  const schema = jsonSchema(query) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+/** A query or header schema's fields as OpenAPI parameters. */
+function namedParameters(fields: z.ZodType | undefined, where: 'query' | 'header'): unknown[] {
+  if (!fields) return [];
+  const schema = jsonSchema(fields) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
   return Object.entries(schema.properties ?? {}).map(([name, property]) => ({
     name,
-    in: 'query',
+    in: where,
     required: schema.required?.includes(name) ?? false,
     ...(typeof property.description === 'string' && { description: property.description }),
     schema: property,

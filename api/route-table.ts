@@ -28,6 +28,8 @@ export type RouteAccess =
 export interface RouteInput<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {
   params?: z.ZodType;
   query?: Query;
+  /** Request headers the route reads (its handler parses them); described in the OpenAPI document. */
+  headers?: z.ZodType;
   /** A JSON body, or the fields of a multipart/form-data upload. */
   body?: Body;
   bodyEncoding?: 'json' | 'multipart';
@@ -45,6 +47,8 @@ export interface RouteResponse {
   status: number;
   contentType: string;
   description: string;
+  /** Response headers worth describing, by name. */
+  headers?: Record<string, string>;
 }
 
 export interface RouteDefinition<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {

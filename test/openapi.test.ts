@@ -25,6 +25,13 @@ describe('GET /v1/openapi.json', () => {
     expect(document.components.responses.Error.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/ErrorEnvelope' });
   });
 
+  it('describes the Brain headers of chat completions and the Brain-Status they answer with', () => {
+    const chat = document.paths['/v1/chat/completions'].post;
+    const headers = chat.parameters.filter((parameter: any) => parameter.in === 'header').map((parameter: any) => parameter.name);
+    expect(headers).toEqual(['brain', 'brain-scope', 'brain-trust', 'brain-subtree', 'brain-learn']);
+    expect(chat.responses['200'].headers['Brain-Status'].description).toContain('attached:empty_recall');
+  });
+
   it('describes every mounted /v1 route, each with the error envelope and its security', () => {
     const mounted = mountedRoutes(createGatewayApp(gateway.platform)).filter((route) => route.path.startsWith('/v1/'));
     for (const route of mounted) {

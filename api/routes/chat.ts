@@ -27,7 +27,8 @@ export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/chat/completions', surface: 'chat.completions', summary: 'Create a chat completion (server-sent events when stream is true)',
-      access: metered('api:chat', 'chat'), input: { body: chatRequest },
+      access: metered('api:chat', 'chat'), input: { body: chatRequest, headers: ambientBrainHeaders.partial() },
+      response: { headers: { [BRAIN_STATUS_HEADER]: 'With a Brain header: attached, attached:empty_recall, ignored:unknown_brain, ignored:client_token or ignored:recall_failed (an open set).' } },
       handler: async (req, res) => {
         const call = meteredCallOf(req);
         const signal = abortWhenClientLeaves(res);

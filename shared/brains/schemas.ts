@@ -99,9 +99,9 @@ export const reindexBody = z.strictObject({
 
 /** The ambient headers of a chat completion (read lower-cased); Brain itself is any string: an unknown id fails open. */
 export const ambientBrainHeaders = z.object({
-  brain: z.string().trim().min(1).max(256),
-  'brain-scope': scopePath.default('/'),
-  'brain-trust': z.enum(TRUST_LEVELS).default('high'),
-  'brain-subtree': z.enum(['true', 'false']).default('false'),
-  'brain-learn': z.enum(['true', 'false']).default('true'),
+  brain: z.string().trim().min(1).max(256).describe('A brain to recall before the turn (developer keys only; an unknown id fails open).'),
+  'brain-scope': scopePath.default('/').describe('The scope to recall (and learn) at.'),
+  'brain-trust': z.enum(TRUST_LEVELS).default('high').describe('The trust learning gives what it takes from the turn.'),
+  'brain-subtree': z.enum(['true', 'false']).default('false').describe('true also recalls every scope beneath.'),
+  'brain-learn': z.enum(['true', 'false']).default('true').describe('false recalls without learning.'),
 });
