@@ -201,6 +201,12 @@ export async function threadHistory(q: Queryable, threadId: string, last: number
 export type RunStatus = 'queued' | 'in_progress' | 'requires_action' | 'cancelling' | 'cancelled' | 'completed' | 'failed' | 'expired';
 export const ACTIVE_RUN_STATUSES: RunStatus[] = ['queued', 'in_progress', 'requires_action', 'cancelling'];
 
+/** Whether a run of the thread is still under way (the thread then takes no new message). */
+export async function hasActiveRun(q: Queryable, threadId: string): Promise<boolean> {
+  const { rows } = await q.query(`SELECT 1 FROM runs WHERE thread_id = $1 AND status = ANY($2) LIMIT 1`, [threadId, ACTIVE_RUN_STATUSES]);
+  return rows.length > 0;
+}
+
 export interface RunRow {
   id: string;
   thread_id: string;

@@ -109,8 +109,7 @@ export async function createMessage(platform: ThreadServices, caller: ThreadCall
   const [message] = newMessages([body], 'message');
   const thread = await threadOf(platform.db, caller, threadId);
   const written = await withTransaction(platform.db, async (client) => {
-    const { rows } = await client.query(`SELECT 1 FROM runs WHERE thread_id = $1 AND status = ANY($2)`, [threadId, repo.ACTIVE_RUN_STATUSES]);
-    if (rows.length > 0) throw serviceError('thread_locked');
+    if (await repo.hasActiveRun(client, threadId)) throw serviceError('thread_locked');
     const appended = await repo.appendMessages(client, threadId, [message!], MAX_THREAD_MESSAGES);
     if (appended === 'full') throw serviceError('thread_full');
     return appended[0]!;

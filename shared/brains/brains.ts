@@ -72,11 +72,8 @@ export async function updateBrain(platform: BrainServices, developerId: string, 
     if (policy) {
       const types = changedTypes(brain.memory_policy, policy);
       if (types.length > 0) {
-        const { rows } = await client.query<{ n: string }>(
-          `SELECT count(*) AS n FROM brain_entries WHERE brain_id = $1 AND valid_to IS NULL AND class = 'memory' AND type = ANY($2)`,
-          [brain.id, types],
-        );
-        await recordEvent(client, developerId, 'brain.policy.changed', { id: brain.id, affected_entries: Number(rows[0]!.n), changed_types: types });
+        const affected = await repo.countMemoriesOfTypes(client, brain.id, types);
+        await recordEvent(client, developerId, 'brain.policy.changed', { id: brain.id, affected_entries: affected, changed_types: types });
       }
     }
     return formatBrain(updated);

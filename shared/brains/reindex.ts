@@ -177,8 +177,8 @@ interface JobContext {
 async function contextOf(q: Queryable, jobId: string, lock?: 'update'): Promise<JobContext | null> {
   const job = await repo.reindexJobById(q, jobId, lock);
   if (!job) return null;
-  const { rows } = await q.query<repo.BrainRow>(`SELECT * FROM brains WHERE id = $1 AND state = 'active'${lock ? ' FOR UPDATE' : ''}`, [job.brain_id]);
-  return rows[0] ? { job, brain: rows[0] } : null;
+  const brain = await repo.activeBrainById(q, job.brain_id, lock);
+  return brain ? { job, brain } : null;
 }
 
 /** pending to in_progress. Returns whether the job still runs (its brain may have been deleted). */
@@ -239,9 +239,14 @@ export async function swapReindex(platform: GatewayServices, jobId: string): Pro
       return 'refused';
     }
     await repo.switchSpace(client, brain.id, { model: job.to_model, dims: job.to_dims, space: job.to_space });
-    const { rows } = await client.query<{ expires: Date }>(`SELECT now() + make_interval(secs => $1) AS expires`, [platform.config.BRAIN_REINDEX_ROLLBACK_SECONDS]);
+    const completedAt = new Date();
     await repo.updateReindexJob(client, job.id, {
-      status: 'completed', chunks_done: counts.source, chunks_total: counts.source, completed_at: new Date(), rollback_expires_at: rows[0]!.expires, completed_write_seq: brain.write_seq,
+      status: 'completed',
+      chunks_done: counts.source,
+      chunks_total: counts.source,
+      completed_at: completedAt,
+      rollback_expires_at: new Date(completedAt.getTime() + platform.config.BRAIN_REINDEX_ROLLBACK_SECONDS * 1_000),
+      completed_write_seq: brain.write_seq,
     });
     await recordEvent(client, job.developer_id, 'brain.reindex.completed', { id: brain.id, job_id: job.id, to_embedding_model: job.to_model });
     return 'swapped';

@@ -93,6 +93,12 @@ export async function findBrain(q: Queryable, developerId: string, id: string, l
   return rows[0];
 }
 
+/** A brain by id alone (the workflow's activities know the brain from their job), unless it is being deleted. */
+export async function activeBrainById(q: Queryable, id: string, lock?: 'update'): Promise<BrainRow | undefined> {
+  const { rows } = await q.query<BrainRow>(`SELECT * FROM brains WHERE id = $1 AND state = 'active'${lock ? ' FOR UPDATE' : ''}`, [id]);
+  return rows[0];
+}
+
 export async function listBrains(q: Queryable, developerId: string, limit: number, offset: number): Promise<BrainRow[]> {
   const { rows } = await q.query<BrainRow>(
     `SELECT * FROM brains WHERE developer_id = $1 AND state = 'active' ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`,
@@ -128,6 +134,15 @@ export async function purgeBrain(q: Queryable, id: string): Promise<void> {
 export async function hasEntries(q: Queryable, brainId: string): Promise<boolean> {
   const { rows } = await q.query(`SELECT 1 FROM brain_entries WHERE brain_id = $1 LIMIT 1`, [brainId]);
   return rows.length > 0;
+}
+
+/** Current memories of these types: what a policy change re-ranks. */
+export async function countMemoriesOfTypes(q: Queryable, brainId: string, types: string[]): Promise<number> {
+  const { rows } = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM brain_entries WHERE brain_id = $1 AND valid_to IS NULL AND class = 'memory' AND type = ANY($2)`,
+    [brainId, types],
+  );
+  return rows[0]!.n;
 }
 
 export async function bumpWriteSeq(q: Queryable, brainId: string): Promise<void> {
@@ -290,14 +305,14 @@ export interface SealedChunk {
   embedding_sealed: Buffer;
 }
 
-/** A strict brain's sealed vectors in the recall's scopes, to be opened and scored in the CPU pool. */
-export async function sealedChunks(q: Queryable, brainId: string, space: number, filter: ScopeFilter, asOf: Date | null): Promise<SealedChunk[]> {
+/** A strict brain's sealed vectors in the recall's scopes as of an instant, to be opened and scored in the CPU pool. */
+export async function sealedChunks(q: Queryable, brainId: string, space: number, filter: ScopeFilter, asOf: Date): Promise<SealedChunk[]> {
   const scopes = scopeSql(filter, 1);
-  const validity = asOf === null ? 'c.valid_to IS NULL' : `c.valid_from <= $${1 + scopes.params.length} AND (c.valid_to IS NULL OR c.valid_to > $${1 + scopes.params.length})`;
+  const at = 1 + scopes.params.length;
   const { rows } = await q.query<SealedChunk>(
     `SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, c.embedding_sealed FROM ${partitionOf(brainId)} c
-     WHERE c.space = ${Number(space)} AND ${validity} AND ${scopes.sql}`,
-    [...scopes.params, ...(asOf === null ? [] : [asOf])],
+     WHERE c.space = ${Number(space)} AND c.valid_from <= $${at} AND (c.valid_to IS NULL OR c.valid_to > $${at}) AND ${scopes.sql}`,
+    [...scopes.params, asOf],
   );
   return rows;
 }

@@ -112,11 +112,6 @@ export class StrictBrainVectors {
     }));
   }
 
-  /** Drops a brain's opened vectors (deleted). */
-  forget(brainId: string): void {
-    this.opened.delete(brainId);
-  }
-
   /** The brain's vectors as of its write_seq; one refresh of a brain at a time, since refreshes append to the same buffer. */
   private async brain(brain: repo.BrainRow, keys: StoreKeys): Promise<OpenedBrain> {
     for (;;) {

@@ -1,4 +1,4 @@
-import { dot } from './vector-index.js';
+import { dot, TopKHeap } from './vector-index.js';
 
 /**
  * A brain's recall score (spec 2): composite = cosine x tier weight x recency x usage x graph, in
@@ -100,67 +100,23 @@ export interface CompositeTopK {
 export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
   const { vectors, dims, query, k, allowed } = input;
   const total = input.rows ? input.rows.length : Math.min(allowed.length, vectors.length / dims);
-  const bestRows = new Int32Array(k);
-  const bestScores = new Float64Array(k).fill(-1);
-  const bestCosines = new Float64Array(k);
-  let size = 0;
-  // A min-heap of the k best by composite: bestScores[0] is the one to beat once it is full.
+  const best = new TopKHeap(k);
   for (let i = 0; i < total; i++) {
     const row = input.rows ? input.rows[i]! : i;
     if (allowed[row] === 0) continue;
     const kind = input.kind[row]!;
     const weight = input.kindWeight[kind]!;
-    const floor = size === k ? bestScores[0]! : 0;
-    const cosine = Math.min(1, Math.max(0, dot(vectors, row * dims, query, dims)));
+    const floor = Math.max(0, best.floor);
+    const cosine = clampedCosine(vectors, row, query, dims);
     if (cosine * weight <= floor) continue;
     const halfLife = input.kindHalfLife[kind]!;
     const anchorKind = input.kindAnchor[kind];
     const anchor = anchorKind === 0 ? input.createdAt[row]! : anchorKind === 1 || Number.isNaN(input.lastUsedAt[row]!) ? input.updatedAt[row]! : input.lastUsedAt[row]!;
-    const score = cosine * weight * recency(halfLife < 0 ? null : halfLife, anchor, input.now) * usage(input.useCount[row]!);
-    if (size === k && score <= floor) continue;
-    if (size < k) {
-      heapPush(bestScores, bestRows, bestCosines, size++, score, row, cosine);
-    } else {
-      heapReplaceTop(bestScores, bestRows, bestCosines, size, score, row, cosine);
-    }
+    best.offer(row, cosine * weight * recency(halfLife < 0 ? null : halfLife, anchor, input.now) * usage(input.useCount[row]!));
   }
-  const order = Array.from({ length: size }, (_, i) => i).sort((a, b) => bestScores[b]! - bestScores[a]!);
-  return {
-    indices: Int32Array.from(order, (i) => bestRows[i]!),
-    cosines: Float32Array.from(order, (i) => bestCosines[i]!),
-    scores: Float32Array.from(order, (i) => bestScores[i]!),
-  };
+  const { indices, scores } = best.sorted();
+  // The k cosines again, rather than a third array carried through every swap of the heap.
+  return { indices, scores, cosines: Float32Array.from(indices, (row) => clampedCosine(vectors, row, query, dims)) };
 }
 
-function heapPush(scores: Float64Array, rows: Int32Array, cosines: Float64Array, size: number, score: number, row: number, cosine: number): void {
-  let at = size;
-  while (at > 0) {
-    const parent = (at - 1) >> 1;
-    if (scores[parent]! <= score) break;
-    scores[at] = scores[parent]!;
-    rows[at] = rows[parent]!;
-    cosines[at] = cosines[parent]!;
-    at = parent;
-  }
-  scores[at] = score;
-  rows[at] = row;
-  cosines[at] = cosine;
-}
-
-function heapReplaceTop(scores: Float64Array, rows: Int32Array, cosines: Float64Array, size: number, score: number, row: number, cosine: number): void {
-  let at = 0;
-  for (;;) {
-    const left = 2 * at + 1;
-    if (left >= size) break;
-    const right = left + 1;
-    const child = right < size && scores[right]! < scores[left]! ? right : left;
-    if (scores[child]! >= score) break;
-    scores[at] = scores[child]!;
-    rows[at] = rows[child]!;
-    cosines[at] = cosines[child]!;
-    at = child;
-  }
-  scores[at] = score;
-  rows[at] = row;
-  cosines[at] = cosine;
-}
+const clampedCosine = (vectors: Float32Array, row: number, query: Float32Array, dims: number) => Math.min(1, Math.max(0, dot(vectors, row * dims, query, dims)));

@@ -51,7 +51,7 @@ export function dot(vectors: Float32Array, offset: number, query: Float32Array, 
 }
 
 /** The k best (row, score) pairs seen, as a min-heap so a worse candidate costs one comparison. */
-class TopKHeap {
+export class TopKHeap {
   private readonly rows: Int32Array;
   private readonly scores: Float64Array;
   private size = 0;
@@ -90,6 +90,11 @@ class TopKHeap {
     }
     this.rows[i] = row;
     this.scores[i] = score;
+  }
+
+  /** The score a candidate must beat to be kept: the k-th best once k are held, else none. */
+  get floor(): number {
+    return this.size < this.k ? Number.NEGATIVE_INFINITY : this.scores[0]!;
   }
 
   sorted(): TopK {
