@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { countTokens, deterministicReply, replyTokens, sleep, startEventStream, streamPieces } from '../../core.js';
+import { answerMemoryLearning } from '../../memory-learning.js';
 import { parseBody, type Endpoint, type EndpointCall } from './endpoint.js';
 import { valueForSchema, violatingValue } from './json-schema.js';
 
@@ -10,7 +11,10 @@ import { valueForSchema, violatingValue } from './json-schema.js';
  * `tools`) answers with a call to the first tool, `EMULATOR_BREAK_SCHEMA` (with a json_schema
  * response format) answers with JSON that violates the schema, `EMULATOR_SAY_FLAG` makes the reply
  * start with the word `EMULATOR_FLAG` (which the moderations endpoint flags), so a test can have
- * a completion flagged while its prompt is not.
+ * a completion flagged while its prompt is not. A json_schema response format named for one of the
+ * platform's memory-learning prompts (`brain_memory_extraction`, `brain_memory_judgement`,
+ * `brain_memory_consolidation`) is answered by the rules of ../../memory-learning.ts, read from the
+ * last user message, so brain learning has exact expected memories offline.
  */
 
 /** A fixed prompt-token charge per image part, as for a low-detail image upstream. */
@@ -32,7 +36,7 @@ const ChatRequest = z.looseObject({
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
   tools: z.array(Tool).nullish(),
   response_format: z
-    .looseObject({ type: z.string(), json_schema: z.looseObject({ schema: z.record(z.string(), z.unknown()).optional() }).optional() })
+    .looseObject({ type: z.string(), json_schema: z.looseObject({ name: z.string().optional(), schema: z.record(z.string(), z.unknown()).optional() }).optional() })
     .nullish(),
 });
 type ChatRequest = z.infer<typeof ChatRequest>;
@@ -65,6 +69,13 @@ function readPrompt(messages: ChatRequest['messages']): { text: string; imageTok
   return { text: texts.join('\n'), imageTokens };
 }
 
+/** The text of the last user message: its string content, or its text parts one per line. */
+function lastUserText(messages: ChatRequest['messages']): string {
+  const content = messages.findLast((message) => message.role === 'user')?.content;
+  if (typeof content === 'string') return content;
+  return (content ?? []).flatMap((part) => (part.type === 'text' && part.text !== undefined ? [part.text] : [])).join('\n');
+}
+
 function answer(request: ChatRequest): ChatAnswer {
   const prompt = readPrompt(request.messages);
   const promptTokens = countTokens(prompt.text) + prompt.imageTokens;
@@ -80,7 +91,9 @@ function answer(request: ChatRequest): ChatAnswer {
   if (format?.type === 'json_schema') {
     const schema = format.json_schema?.schema ?? {};
     const seed = `${request.model}\n${prompt.text}`;
-    const value = prompt.text.includes('EMULATOR_BREAK_SCHEMA') ? violatingValue(schema, seed) : valueForSchema(schema, seed);
+    const value =
+      answerMemoryLearning(format.json_schema?.name, lastUserText(request.messages)) ??
+      (prompt.text.includes('EMULATOR_BREAK_SCHEMA') ? violatingValue(schema, seed) : valueForSchema(schema, seed));
     const content = JSON.stringify(value);
     return { content, finishReason: 'stop', promptTokens, completionTokens: countTokens(content) };
   }
