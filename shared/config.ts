@@ -133,6 +133,8 @@ const configSchema = z.object({
   BRAIN_REINDEX_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** Memory one process may hold strict brains' opened vectors in (the brains recalled most recently stay). */
   BRAIN_STRICT_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
+  /** The chat model learning asks (extraction, judgements, consolidation), through the gateway's own chat path. */
+  BRAIN_LEARN_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
   /** Chunks a reindex embeds in one upstream call. */
   BRAIN_REINDEX_BATCH: z.coerce.number().int().min(1).max(2_048).default(128),
   /** Tests and local development only: let webhook URLs reach private, loopback and other unsafe addresses. */

@@ -1,6 +1,8 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
+import { commitLearnPass, extractMemories, requestConsolidation } from '../shared/brains/learning.js';
 import { abandonReindex, beginReindex, dropPriorSpace, embedMissingChunks, indexReindexSpace, swapBack, swapReindex } from '../shared/brains/reindex.js';
 import { purgeBrain } from '../shared/brains/repository.js';
+import { consolidateScope, pruneColdMemories } from '../shared/brains/upkeep.js';
 import { heartbeating } from './activity-support.js';
 
 /** Activities of brains: thin adapters over shared/brains. */
@@ -14,6 +16,11 @@ export function createBrainActivities(platform: GatewayServices) {
     swapBack: (jobId: string) => swapBack(platform, jobId),
     dropPriorSpace: (jobId: string) => dropPriorSpace(platform, jobId),
     abandonReindex: (jobId: string, reason: string) => abandonReindex(platform, jobId, reason),
+    extractMemories: (passId: string) => extractMemories(platform, passId),
+    commitLearnPass: (passId: string) => commitLearnPass(platform, passId),
+    requestConsolidation: (brainId: string, scope: string) => requestConsolidation(platform, brainId, scope),
+    consolidateScope: (brainId: string, scope: string) => consolidateScope(platform, brainId, scope),
+    pruneColdMemories: (at: string) => pruneColdMemories(platform, new Date(at)),
   };
 }
 

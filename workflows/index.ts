@@ -11,3 +11,4 @@ export { vectorStoreMigrationWorkflow } from './vector-store-migration.js';
 export { assistantRunWorkflow } from './assistant-run.js';
 export { brainDeletionWorkflow } from './brain-deletion.js';
 export { brainReindexWorkflow } from './brain-reindex.js';
+export { brainConsolidationWorkflow, brainLearnWorkflow, brainPruneWorkflow } from './brain-learn.js';

@@ -2,10 +2,17 @@ import type { Request } from 'express';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { createBrain, deleteBrain, getBrain, listBrains, updateBrain } from '../../shared/brains/brains.js';
 import { deleteEntry, getEntry, listEntries, listScopes, patchEntry, putEntry } from '../../shared/brains/entries.js';
+import { getEntity, listEntities } from '../../shared/brains/entities.js';
+import { controlAutotune } from '../../shared/brains/autotune.js';
 import { forget } from '../../shared/brains/forget.js';
+import { observe } from '../../shared/brains/learning.js';
+import { decideProposal, listConflicts, listProposals, resolveConflict } from '../../shared/brains/review.js';
 import { recall } from '../../shared/brains/recall.js';
 import { getReindexJob, reindex, rollbackReindex } from '../../shared/brains/reindex.js';
-import { brainListQuery, createBrainBody, entryListQuery, forgetBody, patchEntryBody, putEntryBody, recallBody, reindexBody, scopeListQuery, updateBrainBody } from '../../shared/brains/schemas.js';
+import {
+  autotuneBody, brainListQuery, conflictResolutionBody, createBrainBody, entityListQuery, entryListQuery, forgetBody, observeBody, observeQuery, patchEntryBody, proposalDecisionBody,
+  putEntryBody, recallBody, reindexBody, reviewListQuery, scopeListQuery, updateBrainBody,
+} from '../../shared/brains/schemas.js';
 import { IdempotencyStore } from '../../shared/inference/idempotency.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { meteredCallOf } from '../middleware/metered-call.js';
@@ -87,12 +94,21 @@ export function brainRoutes(platform: GatewayServices): RouteDefinition[] {
       handle: async (req, res, { query }) => res.json(await listScopes(platform, developer(req), brain(req), query)),
     }),
     route({
+      method: 'get', path: '/v1/brains/:id/entities', surface, summary: 'Entities at or below a scope, with their linked entry counts (name: exact lookup)', access: read,
+      input: { query: entityListQuery },
+      handle: async (req, res, { query }) => res.json(await listEntities(platform, developer(req), brain(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/entities/:entityId', surface, summary: 'Retrieve an entity with its relations', access: read,
+      handle: async (req, res) => res.json(await getEntity(platform, developer(req), brain(req), String(req.params.entityId))),
+    }),
+    route({
       method: 'post', path: '/v1/brains/:id/recall', surface, summary: 'Recall: composite-ranked hits, with explain, misses and as_of',
       access: metered('api:read', null), input: { body: recallBody },
       handle: async (req, res, { body }) => res.json(await recall(platform, developer(req), meteredCallOf(req), brain(req), body)),
     }),
     route({
-      method: 'post', path: '/v1/brains/:id/forget', surface, summary: 'Forget a scope and its descendants, or a source: every version erased (dry_run previews, preview_token guards)', access: write,
+      method: 'post', path: '/v1/brains/:id/forget', surface, summary: 'Forget a scope and its descendants, a source, or an entity: every version erased (dry_run previews, preview_token guards)', access: write,
       input: { body: forgetBody },
       handle: async (req, res, { body }) => res.json(await forget(platform, developer(req), brain(req), body)),
     }),
@@ -111,6 +127,39 @@ export function brainRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'post', path: '/v1/brains/:id/reindex/:jobId/rollback', surface, summary: 'Roll a completed reindex back, within 7 days (202; the job turns rolling_back)', access: write,
       handle: async (req, res) => res.status(202).json(await rollbackReindex(platform, developer(req), brain(req), String(req.params.jobId))),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/observe', surface, summary: 'Learn from a transcript: 202 while the pass learns, or its outcome with wait (body or query)',
+      access: metered('api:write', null), input: { body: observeBody, query: observeQuery },
+      handle: async (req, res, { body, query }) => {
+        const outcome = await observe(platform, developer(req), meteredCallOf(req), brain(req), body, { idempotencyKey: req.get('idempotency-key'), wait: body.wait ?? query.wait === 'true' });
+        res.status(outcome.status).json(outcome.body);
+      },
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/proposals', surface, summary: 'Pending review proposals, oldest first', access: read,
+      input: { query: reviewListQuery },
+      handle: async (req, res, { query }) => res.json(await listProposals(platform, developer(req), brain(req), query)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/proposals', surface, summary: 'Approve (write the memory) or reject a proposal',
+      access: metered('api:write', null), input: { body: proposalDecisionBody },
+      handle: async (req, res, { body }) => res.json(await decideProposal(platform, developer(req), meteredCallOf(req), brain(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/conflicts', surface, summary: 'Open conflicts: a turn that contradicted a stored memory', access: read,
+      input: { query: reviewListQuery },
+      handle: async (req, res, { query }) => res.json(await listConflicts(platform, developer(req), brain(req), query)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/conflicts', surface, summary: 'Resolve a conflict: keep the memory, or accept the incoming statement',
+      access: metered('api:write', null), input: { body: conflictResolutionBody },
+      handle: async (req, res, { body }) => res.json(await resolveConflict(platform, developer(req), meteredCallOf(req), brain(req), body)),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/autotune', surface, summary: 'Freeze autotune (keep the learnt tier weights) or reset it', access: write,
+      input: { body: autotuneBody },
+      handle: async (req, res, { body }) => res.json(await controlAutotune(platform, developer(req), brain(req), body.action)),
     }),
   ];
 }

@@ -10,7 +10,7 @@ import { fileStorageFor } from '../../shared/files/storage.js';
 import type { MeteredCall } from '../../shared/billing/metered-call.js';
 import { translateUpstream } from '../../shared/inference/upstream-call.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { afterAmbientTurn, BRAIN_STATUS_HEADER, recallIntoPrompt, type BrainAttachment, type BrainStatus } from '../../shared/brains/ambient.js';
+import { afterAmbientTurn, BRAIN_STATUS_HEADER, recallIntoPrompt, type AttachedRecall, type BrainAttachment, type BrainStatus } from '../../shared/brains/ambient.js';
 import { ambientBrainHeaders } from '../../shared/brains/schemas.js';
 import { parseWith } from '../../shared/validation.js';
 import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
@@ -33,14 +33,20 @@ export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
         const call = meteredCallOf(req);
         const signal = abortWhenClientLeaves(res);
         const brain = ambientBrainOf(req, res);
-        const augment = brain && ((messages: ChatMessage[]) => recallIntoPrompt(platform, call, brain, messages).then((attached) => {
-          reportBrain(res, attached.status);
-          return attached.messages;
+        let attached: AttachedRecall | null = null;
+        const augment = brain && ((messages: ChatMessage[]) => recallIntoPrompt(platform, call, brain, messages).then((recalled) => {
+          attached = recalled;
+          reportBrain(res, recalled.status);
+          return recalled.messages;
         }));
         const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal, ...(augment && { augment }) });
-        if (answer.kind === 'stream') await relayStream(platform, req, res, call, answer.input, answer.target, signal);
-        else sendReply(res, answer.reply);
-        if (brain) afterAmbientTurn(brain, { request: req.body });
+        let answerText: string | null;
+        if (answer.kind === 'stream') answerText = await relayStream(platform, req, res, call, answer.input, answer.target, signal);
+        else {
+          sendReply(res, answer.reply);
+          answerText = replyText(answer.reply);
+        }
+        if (brain) afterAmbientTurn(platform, call, brain, { attached, answer: answerText });
       },
     }),
   ];
@@ -83,7 +89,7 @@ function sendReply(res: Response, reply: ChatReply): void {
  * plain error response); a stream that breaks mid-way ends with an error event, never a silent
  * truncation. The money side (reserve, settle for what was generated) is MeteredChatStream's.
  */
-async function relayStream(platform: GatewayServices, req: Request, res: Response, call: MeteredCall, input: ChatInput, target: ChatTarget, signal: AbortSignal): Promise<void> {
+async function relayStream(platform: GatewayServices, req: Request, res: Response, call: MeteredCall, input: ChatInput, target: ChatTarget, signal: AbortSignal): Promise<string | null> {
   const model = target.resolution.model;
   const stream = await openChatStream(platform, call, input, target, signal);
   const id = newCompletionId();
@@ -99,9 +105,11 @@ async function relayStream(platform: GatewayServices, req: Request, res: Respons
   res.write(delta({ role: 'assistant', content: '' }, null));
 
   let failure: unknown;
+  let text = '';
   try {
     for await (const event of stream.events()) {
       if (event.type === 'delta') {
+        if (event.content) text += event.content;
         const toolCalls = event.toolCalls?.map((part) => ({
           index: part.index,
           ...(part.id && { id: part.id, type: 'function' }),
@@ -116,7 +124,7 @@ async function relayStream(platform: GatewayServices, req: Request, res: Respons
 
   // Settled before the stream ends, so a caller that sees the end also sees the charge.
   const usage = await stream.finish(failure === undefined, id);
-  if (res.writableEnded || signal.aborted) return;
+  if (res.writableEnded || signal.aborted) return null;
   if (failure !== undefined) {
     req.log.warn({ err: failure, model: model.id }, 'upstream stream failed mid-way');
     const translated = translateUpstream(failure);
@@ -128,4 +136,12 @@ async function relayStream(platform: GatewayServices, req: Request, res: Respons
     res.write('data: [DONE]\n\n');
   }
   res.end();
+  return failure === undefined ? text : null;
+}
+
+/** The text of a completed reply (an ambient turn learns from it); null for an error reply. */
+function replyText(reply: ChatReply): string | null {
+  if (reply.status !== 200) return null;
+  const content = (reply.body as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message?.content;
+  return typeof content === 'string' ? content : null;
 }

@@ -1,4 +1,5 @@
 import type { CustomerRow } from '../customers/repository.js';
+import { ServiceError } from '../errors.js';
 import { microsToUsd } from '../money.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import type { GrantHold } from './grants.js';
@@ -124,4 +125,21 @@ async function reserve(platform: Pick<GatewayServices, 'db' | 'config'>, call: M
   const customer = await call.credentials.reverify();
   const fresh: MeteredCall = { ...call, customer, credentials: undefined };
   return { hold: await authorize(platform.db, { ...request, customer }), call: fresh };
+}
+
+/**
+ * Whether the call's payer could pay for anything now: a reservation of one micro-dollar, given
+ * back at once. Null when it can; else the refusal (wallet_empty, customer_wallet_empty,
+ * customer_budget_exceeded) a metered call would meet. Work that must decide before it spends
+ * (a learn pass under on_unfunded) asks this.
+ */
+export async function payerRefusal(platform: MeteringPlatform, call: MeteredCall): Promise<ServiceError | null> {
+  try {
+    const { hold } = await authorizeCall(platform, call, 1, { grant: false });
+    await releaseCall(platform, hold);
+    return null;
+  } catch (error) {
+    if (error instanceof ServiceError && error.status === 402) return error;
+    throw error;
+  }
 }

@@ -6,3 +6,5 @@ export const titleAad = (brainId: string, entryId: string) => `brain-title ${bra
 export const bodyAad = (brainId: string, entryId: string) => `brain-body ${brainId}/${entryId}`;
 export const chunkAad = (brainId: string, entryId: string, chunkIndex: number) => `brain-chunk ${brainId}/${entryId}/${chunkIndex}`;
 export const vectorAad = (brainId: string, space: number, entryId: string, chunkIndex: number) => `brain-vector ${brainId}/${space}/${entryId}/${chunkIndex}`;
+/** Learning's sealed JSON: a pass's transcript or extraction, a proposal's or a conflict's candidate memory. */
+export const learningAad = (brainId: string, kind: 'transcript' | 'extracted' | 'proposal' | 'conflict', id: string) => `brain-${kind} ${brainId}/${id}`;

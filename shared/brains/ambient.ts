@@ -4,6 +4,7 @@ import { ServiceError } from '../errors.js';
 import { messageTexts } from '../inference/moderations.js';
 import type { ChatMessage } from '../providers/types.js';
 import { brainOf } from './brains.js';
+import { learnFromTurn, type AmbientTurn } from './learning.js';
 import { recall } from './recall.js';
 
 /**
@@ -28,33 +29,45 @@ export const BRAIN_STATUS_HEADER = 'Brain-Status';
 export interface AttachedRecall {
   status: BrainStatus;
   messages: ChatMessage[];
+  /** The question recalled for (the last user message), and the native memories recall put into the prompt, best first. */
+  question: string;
+  recalled: AmbientTurn['recalled'];
 }
 
 export async function recallIntoPrompt(platform: GatewayServices, call: MeteredCall, attachment: BrainAttachment, messages: ChatMessage[]): Promise<AttachedRecall> {
-  if (!platform.config.SVC_BRAINS_ENABLED) return { status: 'ignored:unknown_brain', messages };
   const lastUser = [...messages].reverse().find((message) => message.role === 'user');
-  const query = lastUser ? messageTexts([lastUser]).join('\n').slice(0, 100_000) : '';
+  const question = lastUser ? messageTexts([lastUser]).join('\n').slice(0, 100_000) : '';
+  const unattached = (status: BrainStatus): AttachedRecall => ({ status, messages, question, recalled: [] });
+  if (!platform.config.SVC_BRAINS_ENABLED) return unattached('ignored:unknown_brain');
   let hits: Awaited<ReturnType<typeof recall>>['data'];
   try {
     // Without a question there is nothing to recall, but an unknown brain is still reported as one.
-    hits = query ? (await recall(platform, call.developerId, call, attachment.brainId, { query, scope: attachment.scope, subtree: attachment.subtree })).data : [];
-    if (!query) await brainOf(platform.db, call.developerId, attachment.brainId);
+    hits = question ? (await recall(platform, call.developerId, call, attachment.brainId, { query: question, scope: attachment.scope, subtree: attachment.subtree })).data : [];
+    if (!question) await brainOf(platform.db, call.developerId, attachment.brainId);
   } catch (error) {
-    if (error instanceof ServiceError && error.code === 'not_found') return { status: 'ignored:unknown_brain', messages };
+    if (error instanceof ServiceError && error.code === 'not_found') return unattached('ignored:unknown_brain');
     // Memory is an aid: a recall that fails (its embedding upstream down) leaves the turn to run without it.
     platform.logger.warn({ err: error, brainId: attachment.brainId }, 'ambient recall failed; the completion runs without memory');
-    return { status: 'ignored:recall_failed', messages };
+    return unattached('ignored:recall_failed');
   }
-  if (hits.length === 0) return { status: 'attached:empty_recall', messages };
-  return { status: 'attached', messages: withMemory(messages, memoryMessage(attachment, hits)) };
+  if (hits.length === 0) return unattached('attached:empty_recall');
+  const recalled = hits
+    .filter((hit) => hit.class === 'memory' && hit.source.store === 'native')
+    .map((hit) => ({ entryId: hit.entry_id, type: hit.type, score: hit.score }));
+  return { status: 'attached', messages: withMemory(messages, memoryMessage(attachment, hits)), question, recalled };
 }
 
 /**
- * After the turn: the one place learning takes the exchange (observe, the next issue), when
- * Brain-Learn is not false. Until learning exists a turn teaches the brain nothing.
+ * After the turn, once the answer went out: unless Brain-Learn is false, the exchange starts a
+ * learn pass (a workflow) with the memories recalled into it, never delaying the caller. A turn
+ * whose brain was not attached, or whose answer did not complete, teaches nothing.
  */
-export function afterAmbientTurn(_attachment: BrainAttachment, _turn: { request: unknown }): void {
-  // Learning starts here when _attachment.learn is true.
+export function afterAmbientTurn(platform: GatewayServices, call: MeteredCall, attachment: BrainAttachment, turn: { attached: AttachedRecall | null; answer: string | null }): void {
+  const { attached, answer } = turn;
+  if (!attachment.learn || !attached || !attached.status.startsWith('attached') || !answer || !attached.question) return;
+  learnFromTurn(platform, call, attachment.brainId, { requestId: call.requestId, scope: attachment.scope, trust: attachment.trust, question: attached.question, answer, recalled: attached.recalled }).catch((error: unknown) => {
+    platform.logger.warn({ err: error, brainId: attachment.brainId }, 'ambient learn pass not started');
+  });
 }
 
 function memoryMessage(attachment: BrainAttachment, hits: Awaited<ReturnType<typeof recall>>['data']): ChatMessage {

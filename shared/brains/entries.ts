@@ -2,7 +2,7 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { withTransaction } from '../db/pool.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
 import { openText, sealText, sealVector, type StoreKeys } from '../vector-stores/crypto.js';
@@ -46,18 +46,9 @@ async function writeEntry(platform: GatewayServices, developerId: string, call: 
   const entry = await withTransaction(platform.db, async (client) => {
     const locked = await brainOf(client, developerId, brainId, 'update');
     if (locked.active_space !== brain.active_space) throw new SpaceSwapped();
-    const entryId = body.entry_id ?? newId('ent_');
-    const previous = await repo.currentEntry(client, brain.id, entryId, 'update');
-    if (previous?.origin === 'reference') throw serviceError('entry_read_only');
-    if (previous) await repo.closeVersion(client, brain.id, previous.version_id);
-    const versionId = await repo.nextVersionId(client);
-    const version = await repo.insertEntryVersion(client, {
-      version_id: versionId, brain_id: brain.id, entry_id: entryId, scope, class: entryClass, type,
-      ...sealedFields(keys, brain.id, entryId, title, body.body),
-      body_bytes: String(Buffer.byteLength(body.body)), trust: body.trust ?? previous?.trust ?? 'high', origin: 'native', source_mount_id: null, source: previous?.source ?? null,
-      use_count: previous?.use_count ?? 0, last_used: previous?.last_used ?? null, created_at: previous?.created_at ?? new Date(), chunks: chunks.length,
+    const version = await storeVersion(client, locked, keys, {
+      entryId: body.entry_id ?? newId('ent_'), scope, class: entryClass, type, title, body: body.body, trust: body.trust, source: undefined, chunks, vectors,
     });
-    await repo.insertChunks(client, brain.id, locked.active_space, version, chunkRows(brain, keys, locked.active_space, entryId, chunks, vectors));
     await repo.bumpWriteSeq(client, brain.id);
     return version;
   });
@@ -153,7 +144,7 @@ export async function listScopes(platform: BrainServices, developerId: string, b
  * A write embeds before it takes the brain's lock; if a reindex (or its rollback) swapped the
  * brain's model meanwhile, its vectors are of the wrong model, so it embeds again.
  */
-class SpaceSwapped extends Error {}
+export class SpaceSwapped extends Error {}
 
 async function againIfSwapped<T>(write: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -163,6 +154,41 @@ async function againIfSwapped<T>(write: () => Promise<T>): Promise<T> {
       if (!(error instanceof SpaceSwapped) || attempt === 3) throw error;
     }
   }
+}
+
+export interface VersionToStore {
+  entryId: string;
+  scope: string;
+  class: repo.EntryRow['class'];
+  type: string | null;
+  title: string | null;
+  body: string;
+  /** Kept from the previous version when undefined (high for a new entry). */
+  trust: repo.EntryRow['trust'] | undefined;
+  /** Provenance (forget by source); kept from the previous version when undefined. */
+  source: string | undefined;
+  chunks: PlannedChunk[];
+  vectors: number[][];
+}
+
+/**
+ * Writes the next version of an entry (or its first) inside the caller's transaction, which holds
+ * the brain's lock: the current version closes, the new one and its chunks land, sealed when the
+ * brain is. Use count, last use and creation time carry over. The caller bumps write_seq.
+ */
+export async function storeVersion(client: Queryable, brain: repo.BrainRow, keys: StoreKeys | null, version: VersionToStore): Promise<repo.EntryRow> {
+  const previous = await repo.currentEntry(client, brain.id, version.entryId, 'update');
+  if (previous?.origin === 'reference') throw serviceError('entry_read_only');
+  if (previous) await repo.closeVersion(client, brain.id, previous.version_id);
+  const stored = await repo.insertEntryVersion(client, {
+    version_id: await repo.nextVersionId(client), brain_id: brain.id, entry_id: version.entryId, scope: version.scope, class: version.class, type: version.type,
+    ...sealedFields(keys, brain.id, version.entryId, version.title, version.body),
+    body_bytes: String(Buffer.byteLength(version.body)), trust: version.trust ?? previous?.trust ?? 'high', origin: 'native', source_mount_id: null,
+    source: version.source ?? previous?.source ?? null,
+    use_count: previous?.use_count ?? 0, last_used: previous?.last_used ?? null, created_at: previous?.created_at ?? new Date(), chunks: version.chunks.length,
+  });
+  await repo.insertChunks(client, brain.id, brain.active_space, stored, chunkRows(brain, keys, brain.active_space, version.entryId, version.chunks, version.vectors));
+  return stored;
 }
 
 async function entryOf(platform: Pick<BrainServices, 'db'>, brain: repo.BrainRow, entryId: string): Promise<repo.EntryRow> {
@@ -185,13 +211,13 @@ function checkType(brain: repo.BrainRow, type: string | null): string | null {
   return type;
 }
 
-interface PlannedChunk {
+export interface PlannedChunk {
   content: string;
   /** What is embedded: the entry's title leads each chunk, so a chunk is found by what its entry is about. */
   embedText: string;
 }
 
-function chunksOf(brain: repo.BrainRow, entryClass: string, title: string | null, body: string): PlannedChunk[] {
+export function chunksOf(brain: Pick<repo.BrainRow, 'memory_policy'>, entryClass: string, title: string | null, body: string): PlannedChunk[] {
   const parts = entryClass === 'reference' ? chunkParagraphs(body, brain.memory_policy.chunking.max_chars) : [body];
   return parts.map((content) => ({ content, embedText: embedTextOf(title, content) }));
 }
@@ -200,11 +226,11 @@ function chunksOf(brain: repo.BrainRow, entryClass: string, title: string | null
 export const embedTextOf = (title: string | null, content: string) => (title ? `${title}\n\n${content}` : content);
 
 /** Embeds with the brain's model through the gateway's metering (as vector stores do), a batch of inputs per call. */
-export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string): Promise<number[][]> {
+export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string, spent?: { micros: number }): Promise<number[][]> {
   const model = { embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims };
   const vectors: number[][] = [];
   for (let start = 0; start < texts.length; start += EMBED_BATCH) {
-    vectors.push(...(await embedTexts(platform, call, model, texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), `${billingKey}:${start}`)));
+    vectors.push(...(await embedTexts(platform, call, model, texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), `${billingKey}:${start}`, { ...(spent && { spent }) })));
   }
   return vectors;
 }
@@ -256,6 +282,7 @@ export function formatEntry(entry: repo.EntryRow, title: string | null, body: st
     trust: entry.trust,
     origin: entry.origin,
     source_mount_id: entry.source_mount_id,
+    source: entry.source,
     use_count: entry.use_count,
     last_used: entry.last_used?.toISOString() ?? null,
     created_at: entry.created_at.toISOString(),

@@ -130,3 +130,12 @@ export function changedTypes(before: MemoryPolicy, after: MemoryPolicy): string[
   const types = new Set([...before.type_taxonomy, ...after.type_taxonomy].map((entry) => entry.type));
   return [...types].filter((type) => JSON.stringify(rankingOf(before, 'memory', type)) !== JSON.stringify(rankingOf(after, 'memory', type))).sort();
 }
+
+/**
+ * A tier's effective weight: the taxonomy's, times autotune's learnt multiplier for the tier
+ * while tuning is auto (capped at 1, so a composite never exceeds its cosine).
+ */
+export function tunedWeight(brain: { tuning: 'auto' | 'manual'; tier_multipliers: Partial<Record<Tier, number>> }, tier: Tier, weight: number): number {
+  if (brain.tuning !== 'auto') return weight;
+  return Math.min(1, weight * (brain.tier_multipliers[tier] ?? 1));
+}

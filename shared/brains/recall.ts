@@ -2,18 +2,20 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import type { CompositeFactors } from '../scoring/composite.js';
+import { graphFactor, type CompositeFactors, type QueryGraph } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
+import { queryGraph } from './entities.js';
 import { embedQuery } from './entries.js';
-import { rankingOf } from './policy.js';
+import { rankingOf, tunedWeight } from './policy.js';
 import * as repo from './repository.js';
 import type { recallBody } from './schemas.js';
 
 /**
  * Recall (spec 2): the chunks nearest the query in the scopes the call may see, ranked by the
- * composite score cosine x tier weight x recency x usage x graph. Every factor is at most 1, so
+ * composite score cosine x tier weight x recency x usage x graph (graph favours entries linked to
+ * the entities the query names: entities.ts). Every factor is at most 1, so
  * no chunk scores above its cosine: candidates are drawn nearest first until the next one's
  * cosine cannot beat the last place kept, and the ranking equals scoring every chunk (up to the
  * approximate nearest-neighbour search itself). Recall reads only: use_count and last_used stay.
@@ -41,7 +43,8 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
-  const query = await embedQuery(platform, call, brain, body.query);
+  // The entities the query names are looked up while the query is embedded.
+  const [query, graph] = await Promise.all([embedQuery(platform, call, brain, body.query), queryGraph(platform.db, brain.id, filter, body.query)]);
   const now = asOf?.getTime() ?? Date.now();
   // Enough places to rank: the hits, and the misses that would be shown.
   const places = topK + (explainMisses ? missesTopK : 0);
@@ -56,9 +59,9 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const candidates = strictHistory
       ? strictHistory.slice(0, draw)
       : strict
-        ? await platform.strictBrains.best(brain, keys!, query, filter, draw, now)
+        ? await platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph)
         : await repo.nearestChunks(platform.db, brain, brain.active_space, toSql(query), filter, draw, asOf);
-    scored = await score(platform, brain, candidates, now);
+    scored = await score(platform, brain, candidates, now, graph);
     const exhausted = candidates.length < draw || draw >= MAX_DRAW;
     const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
     // Drawn by composite (a strict brain's current chunks), the first places that pass the filters are the answer;
@@ -123,8 +126,8 @@ const byScore = (a: Scored, b: Scored) => b.factors.score - a.factors.score || a
 const round = (value: number) => Math.round(value * 1e6) / 1e6;
 const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.entries(factors).map(([key, value]) => [key, round(value)]));
 
-/** The composite of each candidate, computed in the CPU pool from its entry's tier, age and use. */
-async function score(platform: GatewayServices, brain: repo.BrainRow, candidates: repo.ChunkCandidate[], now: number): Promise<Scored[]> {
+/** The composite of each candidate, computed in the CPU pool from its entry's tier, age, use and links to the query's entities. */
+async function score(platform: GatewayServices, brain: repo.BrainRow, candidates: repo.ChunkCandidate[], now: number, graph: QueryGraph | null): Promise<Scored[]> {
   const entries = await repo.versionsByIds(platform.db, [...new Set(candidates.map((candidate) => String(candidate.version_id)))]);
   const rows = candidates.map((candidate) => ({ candidate, entry: entries.get(String(candidate.version_id))! }));
   const factors = await platform.cpu.compositeRank({
@@ -132,7 +135,7 @@ async function score(platform: GatewayServices, brain: repo.BrainRow, candidates
     candidates: rows.map(({ candidate, entry }) => {
       const ranking = rankingOf(brain.memory_policy, entry.class, entry.type);
       const anchor = ranking.anchor === 'created' ? entry.created_at : ranking.anchor === 'updated' ? entry.updated_at : (entry.last_used ?? entry.updated_at);
-      return { cosine: candidate.cosine, tierWeight: ranking.weight, halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count };
+      return { cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph: graphFactor(graph, entry.entry_id) };
     }),
   });
   return rows.map((row, i) => ({ ...row, factors: factors[i]!, droppedBy: null }));

@@ -17,6 +17,11 @@ export interface BrainRow {
   memory_policy: MemoryPolicy;
   active_space: number;
   write_seq: string;
+  /** Grows when learning counts uses or autotune moves weights (caches of the brain's rows refresh on it). */
+  usage_seq: string;
+  /** Autotune's multiplier per tier over the taxonomy's weights (missing tiers: 1). */
+  tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>>;
+  prior_tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>> | null;
   state: 'active' | 'deleting';
   created_at: Date;
   updated_at: Date;
@@ -60,7 +65,7 @@ export const partitionOf = (brainId: string): string => partitionName('brain_chu
  */
 export const BRAIN_HNSW = { m: 32, efConstruction: 128, efSearch: 300 };
 
-export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
+export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'usage_seq' | 'tier_multipliers' | 'prior_tier_multipliers' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
   const { rows } = await q.query<BrainRow>(
     `INSERT INTO brains (id, developer_id, name, embedding_model, embedding_dims, encryption, wrapped_data_key, tuning, memory_policy)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
@@ -264,10 +269,11 @@ export function scopeMatches(filter: ScopeFilter, scope: string): boolean {
   return filter.scopes.includes(scope) || (filter.subtreeOf !== null && scope.startsWith(`${filter.subtreeOf}/`));
 }
 
-function scopeSql(filter: ScopeFilter, firstParam: number): { sql: string; params: unknown[] } {
+/** The scope filter as SQL over `column` (a chunk's scope unless said), its parameters numbered from `firstParam`. */
+export function scopeSql(filter: ScopeFilter, firstParam: number, column = 'c.scope'): { sql: string; params: unknown[] } {
   if (filter.subtreeOf === '/') return { sql: 'true', params: [] };
-  if (filter.subtreeOf !== null) return { sql: `(c.scope = ANY($${firstParam}) OR c.scope LIKE $${firstParam + 1})`, params: [filter.scopes, `${likePrefix(filter.subtreeOf)}/%`] };
-  return { sql: `c.scope = ANY($${firstParam})`, params: [filter.scopes] };
+  if (filter.subtreeOf !== null) return { sql: `(${column} = ANY($${firstParam}) OR ${column} LIKE $${firstParam + 1})`, params: [filter.scopes, `${likePrefix(filter.subtreeOf)}/%`] };
+  return { sql: `${column} = ANY($${firstParam})`, params: [filter.scopes] };
 }
 
 /**
@@ -341,8 +347,8 @@ export async function chunkContents(q: Queryable, brainId: string, space: number
   return new Map(rows.map((row) => [`${row.version_id}:${row.chunk_index}`, row]));
 }
 
-/** What a forget selects: the entries of a scope and its descendants, or those learned from a source. */
-export type ForgetSelector = { scope: string } | { source: string };
+/** What a forget selects: the entries of a scope and its descendants, those learned from a source, or those linked to entities. */
+export type ForgetSelector = { scope: string } | { source: string } | { entityIds: string[] };
 
 export interface ForgetTarget {
   entry_id: string;
@@ -358,7 +364,9 @@ export interface ForgetTarget {
 export async function forgetTargets(q: Queryable, brainId: string, selector: ForgetSelector): Promise<ForgetTarget[]> {
   const [match, params] = 'scope' in selector
     ? [selector.scope === '/' ? 'true' : `(e.scope = $2 OR e.scope LIKE $3)`, selector.scope === '/' ? [] : [selector.scope, `${likePrefix(selector.scope)}/%`]]
-    : ['e.source = $2', [selector.source]];
+    : 'source' in selector
+      ? ['e.source = $2', [selector.source]]
+      : ['e.entry_id IN (SELECT l.entry_id FROM brain_entity_links l WHERE l.brain_id = $1 AND l.entity_id = ANY($2))', [selector.entityIds]];
   const { rows } = await q.query<ForgetTarget>(
     `SELECT e.entry_id, e.version_id::text AS version_id, e.origin, e.valid_to IS NULL AS live FROM brain_entries e
      WHERE e.brain_id = $1 AND ${match}
@@ -369,11 +377,17 @@ export async function forgetTargets(q: Queryable, brainId: string, selector: For
   return rows;
 }
 
-/** Erases entries with every version and chunk of theirs (every space): as_of cannot bring them back. */
+/**
+ * Erases entries with every version and chunk of theirs (every space): as_of cannot bring them
+ * back. Their entity links and the edges they stated go too; the entities stay.
+ */
 export async function eraseEntries(q: Queryable, brainId: string, entryIds: string[]): Promise<void> {
   if (entryIds.length === 0) return;
   await q.query(`DELETE FROM ${partitionOf(brainId)} WHERE entry_id = ANY($1)`, [entryIds]);
   await q.query(`DELETE FROM brain_entries WHERE brain_id = $1 AND entry_id = ANY($2)`, [brainId, entryIds]);
+  await q.query(`DELETE FROM brain_entity_links WHERE brain_id = $1 AND entry_id = ANY($2)`, [brainId, entryIds]);
+  // Edges are keyed by their entities (no index by brain): found through the brain's entities.
+  await q.query(`DELETE FROM brain_edges WHERE from_entity IN (SELECT id FROM brain_entities WHERE brain_id = $1) AND entry_id = ANY($2)`, [brainId, entryIds]);
 }
 
 export interface ReindexJobRow {

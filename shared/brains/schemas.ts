@@ -66,6 +66,13 @@ export const scopeListQuery = z.strictObject({
   offset: z.coerce.number().int().min(0).optional(),
 });
 
+export const entityListQuery = z.strictObject({
+  scope: scopePath.describe('Entities at or below this scope.'),
+  name: z.string().min(1).max(256).optional().describe('Exact lookup, after normalisation (case, whitespace, leading article, possessive), by name or alias.'),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
 export const recallBody = z.strictObject({
   query: z.string().min(1).max(100_000),
   scope: scopePath.optional(),
@@ -86,7 +93,7 @@ export const recallBody = z.strictObject({
 export const forgetBody = z.strictObject({
   scope: scopePath.optional().describe('Erases the entries of this scope and every scope beneath it.'),
   source: z.string().min(1).max(1_024).optional().describe('Erases the entries learned from this provenance source.'),
-  entity: z.string().min(1).max(128).optional().describe('Erases an entity, its edges and its linked entries.'),
+  entity: z.string().min(1).max(128).optional().describe('An entity id (bent_...) or name (normalised, every scope): erases the entity, its edges and its linked entries.'),
   dry_run: z.boolean().optional().describe('Counts what would be erased and returns a preview_token; erases nothing.'),
   preview_token: z.string().min(1).max(128).optional().describe("A dry run's token: the erase runs only if the set it named is unchanged, else 409 preview_stale."),
 });
@@ -105,3 +112,33 @@ export const ambientBrainHeaders = z.object({
   'brain-subtree': z.enum(['true', 'false']).default('false').describe('true also recalls every scope beneath.'),
   'brain-learn': z.enum(['true', 'false']).default('true').describe('false recalls without learning.'),
 });
+
+export const observeBody = z.strictObject({
+  transcript: z.string().min(1).max(1_000_000).describe('Lines of "user: ..." and "assistant: ...".'),
+  scope: scopePath.optional(),
+  trust: z.enum(TRUST_LEVELS).optional().describe('low for external or tool-derived content: it never overwrites high-trust memory.'),
+  source: z.string().min(1).max(1_024).optional().describe('Provenance given to what this turn teaches (forget by source); default observe.'),
+  wait: z.boolean().optional().describe('true answers with the outcome once the pass ends (else 202 while it learns).'),
+  user: z.string().min(1).max(256).optional().describe("Bills the pass's model calls to this customer (as Svc-Customer)."),
+});
+
+export const observeQuery = z.strictObject({ wait: z.enum(['true', 'false']).optional() });
+
+export const reviewListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+export const proposalDecisionBody = z.strictObject({
+  proposal_id: z.string().min(1).max(64),
+  action: z.enum(['approve', 'reject']),
+  user: z.string().min(1).max(256).optional().describe("Bills an approval's embedding to this customer."),
+});
+
+export const conflictResolutionBody = z.strictObject({
+  conflict_id: z.string().min(1).max(64),
+  resolution: z.enum(['keep_existing', 'accept_incoming']).optional().describe('keep_existing (default) leaves the memory; accept_incoming makes the incoming statement its next version.'),
+  user: z.string().min(1).max(256).optional(),
+});
+
+export const autotuneBody = z.strictObject({ action: z.enum(['freeze', 'reset']) });

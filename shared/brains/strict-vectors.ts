@@ -1,9 +1,10 @@
 import type { Db } from '../db/pool.js';
 import type { CpuPool } from '../platform/cpu-pool.js';
+import { graphFactor, type QueryGraph } from '../scoring/composite.js';
 import { dot, normalise } from '../scoring/vector-index.js';
 import { openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { vectorAad } from './aad.js';
-import { rankingOf } from './policy.js';
+import { rankingOf, tunedWeight } from './policy.js';
 import * as repo from './repository.js';
 
 /**
@@ -68,8 +69,11 @@ export class StrictBrainVectors {
     private readonly budgetBytes: number,
   ) {}
 
-  /** The `limit` current chunks of best composite within the scope filter, best first (each with its cosine). */
-  async best(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number, now: number): Promise<repo.ChunkCandidate[]> {
+  /**
+   * The `limit` current chunks of best composite within the scope filter, best first (each with its
+   * cosine). `graph`, when the query names entities, gives each row its entry's graph factor.
+   */
+  async best(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number, now: number, graph: QueryGraph | null = null): Promise<repo.ChunkCandidate[]> {
     const opened = await this.brain(brain, keys);
     if (opened.count === 0) return [];
     const allowed = new Uint8Array(opened.capacity);
@@ -85,6 +89,7 @@ export class StrictBrainVectors {
     normalise(unit);
     const rankings = opened.kinds.map((kind) => rankingOf(brain.memory_policy, kind.class, kind.type));
     const probed = opened.ivf ? probeRows(opened, unit) : undefined;
+    const graphs = graph === null ? undefined : graphOfRows(opened, allowed, graph);
     const best = await this.cpu.compositeTopK({
       vectors: opened.vectors,
       dims: opened.dims,
@@ -93,13 +98,14 @@ export class StrictBrainVectors {
       allowed,
       ...(probed && { rows: probed }),
       kind: opened.kind,
-      kindWeight: Float64Array.from(rankings, (ranking) => ranking.weight),
+      kindWeight: Float64Array.from(rankings, (ranking) => tunedWeight(brain, ranking.tier, ranking.weight)),
       kindHalfLife: Float64Array.from(rankings, (ranking) => ranking.halfLifeDays ?? -1),
       kindAnchor: Uint8Array.from(rankings, (ranking) => ANCHORS.indexOf(ranking.anchor)),
       createdAt: opened.createdAt,
       updatedAt: opened.updatedAt,
       lastUsedAt: opened.lastUsedAt,
       useCount: opened.useCount,
+      ...(graphs && { graph: graphs }),
       now,
     });
     this.buildIvfIfDue(brain.id, opened);
@@ -116,7 +122,7 @@ export class StrictBrainVectors {
   private async brain(brain: repo.BrainRow, keys: StoreKeys): Promise<OpenedBrain> {
     for (;;) {
       const cached = this.opened.get(brain.id);
-      if (cached && cached.space === brain.active_space && cached.writeSeq === brain.write_seq) {
+      if (cached && cached.space === brain.active_space && cached.writeSeq === freshnessOf(brain)) {
         // Most recently used last: the first entry is the one to evict.
         this.opened.delete(brain.id);
         this.opened.set(brain.id, cached);
@@ -179,7 +185,7 @@ export class StrictBrainVectors {
         grown.position.set(keyOf(String(chunk.version_id), chunk.chunk_index), row);
       }
     }
-    return { ...grown, writeSeq: brain.write_seq };
+    return { ...grown, writeSeq: freshnessOf(brain) };
   }
 
   /** Starts a background IVF build when the brain has grown past what an exact pass serves well. */
@@ -229,7 +235,7 @@ function emptyBrain(brain: repo.BrainRow, rows: number): OpenedBrain {
   const capacity = roomFor(rows);
   return {
     space: brain.active_space,
-    writeSeq: brain.write_seq,
+    writeSeq: freshnessOf(brain),
     dims: brain.embedding_dims,
     count: 0,
     capacity,
@@ -282,11 +288,21 @@ function rankingBuffers(capacity: number) {
 
 const ANCHORS = ['created', 'updated', 'last_used'] as const;
 
+/** What the cache is current with: content writes, and learning's use counts (which move rows' ranking in place). */
+const freshnessOf = (brain: Pick<repo.BrainRow, 'write_seq' | 'usage_seq'>) => `${brain.write_seq}/${brain.usage_seq}`;
+
 function kindOf(opened: OpenedBrain, entryClass: string, type: string | null): number {
   const at = opened.kinds.findIndex((kind) => kind.class === entryClass && kind.type === type);
   if (at >= 0) return at;
   opened.kinds.push({ class: entryClass, type });
   return opened.kinds.length - 1;
+}
+
+/** Each allowed row's graph factor, by its entry (a row not scored keeps 1). */
+function graphOfRows(opened: OpenedBrain, allowed: Uint8Array, graph: QueryGraph): Float32Array {
+  const factors = new Float32Array(opened.capacity).fill(1);
+  for (let row = 0; row < opened.count; row++) if (allowed[row]) factors[row] = graphFactor(graph, opened.entryIds[row]!);
+  return factors;
 }
 
 /** The live rows of the lists nearest the query, plus every live row opened since the lists were built. */

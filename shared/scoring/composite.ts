@@ -16,6 +16,8 @@ export interface CompositeCandidate {
   useCount: number;
   /** Mounted pack rows skip recency and usage (spec 2, recall with mounts). */
   fixedRecencyAndUsage?: boolean;
+  /** The entry's graph factor (graphFactor); 1 when absent. */
+  graph?: number;
 }
 
 export interface CompositeFactors {
@@ -41,12 +43,35 @@ export function usage(useCount: number): number {
   return 0.75 + 0.25 * (1 - 1 / (1 + Math.max(0, useCount)));
 }
 
+/**
+ * The graph factor boosts entries linked to entities the query names. The boost is relative, so
+ * no factor exceeds 1 (the composite never beats the cosine, which recall's early stop relies on):
+ * when the query names an entity of the brain, entries linked to it keep 1, entries linked to an
+ * entity one edge away from it get 0.9, and every other entry 0.8. A query that names none
+ * leaves every entry at 1.
+ */
+export const GRAPH_FACTOR = { named: 1, neighbour: 0.9, unrelated: 0.8 } as const;
+
+/** The entries a query's named entities reach: linked to a named entity, or to an entity one edge from one. */
+export interface QueryGraph {
+  named: ReadonlySet<string>;
+  neighbours: ReadonlySet<string>;
+}
+
+/** An entry's graph factor for a query; `graph` is null when the query names no entity of the brain. */
+export function graphFactor(graph: QueryGraph | null, entryId: string): number {
+  if (graph === null) return 1;
+  if (graph.named.has(entryId)) return GRAPH_FACTOR.named;
+  if (graph.neighbours.has(entryId)) return GRAPH_FACTOR.neighbour;
+  return GRAPH_FACTOR.unrelated;
+}
+
 export function compositeFactors(candidate: CompositeCandidate, now: number): CompositeFactors {
   const cosine = Math.min(1, Math.max(0, candidate.cosine));
   const fixed = candidate.fixedRecencyAndUsage === true;
   const r = fixed ? 1 : recency(candidate.halfLifeDays, candidate.anchorAt, now);
   const u = fixed ? 1 : usage(candidate.useCount);
-  const graph = 1;
+  const graph = Math.min(1, Math.max(0, candidate.graph ?? 1));
   return { cosine, tier_weight: candidate.tierWeight, recency: r, usage: u, graph, score: cosine * candidate.tierWeight * r * u * graph };
 }
 
@@ -64,7 +89,8 @@ export function compositeRank({ candidates, now }: CompositeRankInput): Composit
  * A strict brain's recall in one pass over its opened vectors: every allowed row's composite,
  * the `k` best kept. Rows carry a kind (class and type, whose weight, half-life and decay anchor
  * the policy gives) and their anchors and use count, all in shared buffers the pool reads in
- * place. A row whose cosine times its weight cannot beat the k-th best so far is not aged.
+ * place, and, when the query names entities, a graph factor of this recall's own. A row whose
+ * cosine times its weight and graph factor cannot beat the k-th best so far is not aged.
  */
 export interface CompositeTopKInput {
   vectors: Float32Array;
@@ -87,6 +113,8 @@ export interface CompositeTopKInput {
   /** NaN until first used. */
   lastUsedAt: Float64Array;
   useCount: Int32Array;
+  /** Each row's graph factor, at most 1 (graphFactor); every row 1 when absent. */
+  graph?: Float32Array;
   now: number;
 }
 
@@ -108,11 +136,13 @@ export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
     const weight = input.kindWeight[kind]!;
     const floor = Math.max(0, best.floor);
     const cosine = clampedCosine(vectors, row, query, dims);
-    if (cosine * weight <= floor) continue;
+    // The graph factor is at most 1, so cosine x weight still bounds the row's composite.
+    const graph = input.graph ? Math.min(1, Math.max(0, input.graph[row]!)) : 1;
+    if (cosine * weight * graph <= floor) continue;
     const halfLife = input.kindHalfLife[kind]!;
     const anchorKind = input.kindAnchor[kind];
     const anchor = anchorKind === 0 ? input.createdAt[row]! : anchorKind === 1 || Number.isNaN(input.lastUsedAt[row]!) ? input.updatedAt[row]! : input.lastUsedAt[row]!;
-    best.offer(row, cosine * weight * recency(halfLife < 0 ? null : halfLife, anchor, input.now) * usage(input.useCount[row]!));
+    best.offer(row, cosine * weight * graph * recency(halfLife < 0 ? null : halfLife, anchor, input.now) * usage(input.useCount[row]!));
   }
   const { indices, scores } = best.sorted();
   // The k cosines again, rather than a third array carried through every swap of the heap.

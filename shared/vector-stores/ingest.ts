@@ -319,10 +319,12 @@ export async function embedTexts(
   store: Pick<repo.VectorStoreRow, 'embedding_model' | 'dimensions'>,
   texts: string[],
   billingKey: string | undefined,
-  signal: AbortSignal = new AbortController().signal,
+  /** `spent` adds up what the calls charged, for work that reports its cost (a learn pass). */
+  options: { signal?: AbortSignal; spent?: { micros: number } } = {},
 ): Promise<number[][]> {
   const plan = planEmbeddings({ model: store.embedding_model, input: texts, dimensions: store.dimensions }, platform.providers);
-  const created = await createEmbeddings(platform, call, plan, { signal, ...(billingKey && { billingKey }) });
+  const created = await createEmbeddings(platform, call, plan, { signal: options.signal ?? new AbortController().signal, ...(billingKey && { billingKey }) });
+  if (options.spent) options.spent.micros += created.deductedMicros;
   return created.body.data.map((entry) => entry.embedding as number[]);
 }
 
