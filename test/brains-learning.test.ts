@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commitLearnPass } from '../shared/brains/learning.js';
+import { ensurePruneSchedule } from '../shared/brains/upkeep.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -244,6 +245,14 @@ describe('use, consolidation and pruning', () => {
     });
     expect((await later.result()).pruned).toBeGreaterThanOrEqual(2);
     expect((await memoriesOf(brain)).map((memory) => memory.type)).toEqual(['fact']);
+  });
+
+  it('the prune schedule is made once per platform, daily', async () => {
+    await ensurePruneSchedule(gateway.platform);
+    await ensurePruneSchedule(gateway.platform);
+    const schedule = await gateway.platform.temporal.client.schedule.getHandle('brain-prune').describe();
+    expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'brainPruneWorkflow' });
+    expect(schedule.spec.intervals).toEqual([expect.objectContaining({ every: 86_400_000 })]);
   });
 });
 

@@ -1,22 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { compositeFactors, compositeTopK } from '../shared/scoring/composite.js';
+import { compositeFactors, compositeTopK, graphFactor, GRAPH_FACTOR } from '../shared/scoring/composite.js';
 
 /** The strict brain's one-pass composite top k equals scoring every row with the recall formula and sorting. */
 describe('compositeTopK', () => {
   it('keeps exactly the k best composites among the allowed rows', () => {
-    let seed = 11;
-    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
     const dims = 16;
     const rows = 2_000;
     const now = Date.UTC(2026, 10, 25);
-    const vectors = new Float32Array(rows * dims).map(() => random() - 0.3);
-    for (let row = 0; row < rows; row++) {
-      const norm = Math.hypot(...vectors.subarray(row * dims, (row + 1) * dims));
-      for (let i = 0; i < dims; i++) vectors[row * dims + i]! /= norm;
-    }
-    const query = Float32Array.from({ length: dims }, () => random());
-    const queryNorm = Math.hypot(...query);
-    for (let i = 0; i < dims; i++) query[i]! /= queryNorm;
+    const { vectors, query, random } = randomUnitRows(11, rows, dims, 0.3);
     const kinds = [
       { weight: 1, halfLife: -1, anchor: 1 },
       { weight: 0.75, halfLife: 30, anchor: 2 },
@@ -57,3 +48,52 @@ describe('compositeTopK', () => {
     expect(fromProbed.indices).toHaveLength(10);
   });
 });
+
+describe('graph factor arithmetic', () => {
+  it('is 1 without named entities, else 1 / 0.9 / 0.8 by link, and never lifts a composite above its cosine', () => {
+    const graph = { named: new Set(['a']), neighbours: new Set(['a', 'b']) };
+    expect([graphFactor(null, 'a'), graphFactor(graph, 'a'), graphFactor(graph, 'b'), graphFactor(graph, 'c')]).toEqual([1, 1, 0.9, 0.8]);
+    expect(GRAPH_FACTOR).toEqual({ named: 1, neighbour: 0.9, unrelated: 0.8 });
+    const factors = compositeFactors({ cosine: 0.5, tierWeight: 1, halfLifeDays: null, anchorAt: 0, useCount: 0, graph: 1.5 }, 0);
+    expect(factors.graph).toBe(1);
+    expect(compositeFactors({ cosine: 0.5, tierWeight: 1, halfLifeDays: null, anchorAt: 0, useCount: 0, graph: 0.8 }, 0).score).toBeCloseTo(0.5 * 0.75 * 0.8, 10);
+  });
+
+  it("compositeTopK (a strict brain's pass) ranks by each row's graph factor as scoring every row does", () => {
+    const dims = 8;
+    const rows = 500;
+    const { vectors, query, random } = randomUnitRows(7, rows, dims, 0.2);
+    const graph = Float32Array.from({ length: rows }, () => [1, 0.9, 0.8][Math.floor(random() * 3)]!);
+    const input = () => ({
+      vectors, dims, query: Float32Array.from(query), k: 10, now: 0,
+      allowed: new Uint8Array(rows).fill(1),
+      kind: new Int32Array(rows), kindWeight: Float64Array.of(1), kindHalfLife: Float64Array.of(-1), kindAnchor: Uint8Array.of(1),
+      createdAt: new Float64Array(rows), updatedAt: new Float64Array(rows), lastUsedAt: new Float64Array(rows).fill(Number.NaN), useCount: new Int32Array(rows),
+    });
+    const expected = Array.from({ length: rows }, (_, row) => {
+      let cosine = 0;
+      for (let i = 0; i < dims; i++) cosine += vectors[row * dims + i]! * query[i]!;
+      return { row, score: compositeFactors({ cosine, tierWeight: 1, halfLifeDays: null, anchorAt: 0, useCount: 0, graph: graph[row]! }, 0).score };
+    }).sort((a, b) => b.score - a.score).slice(0, 10);
+    const found = compositeTopK({ ...input(), graph });
+    expect(Array.from(found.indices)).toEqual(expected.map((entry) => entry.row));
+    found.scores.forEach((score, i) => expect(score).toBeCloseTo(expected[i]!.score, 5));
+    // Without the graph the ten differ: the factor is what moved them.
+    expect(Array.from(compositeTopK(input()).indices)).not.toEqual(Array.from(found.indices));
+  });
+});
+
+/** Seeded unit vectors (rows of `dims`, each component drawn in [-shift, 1 - shift)) and a unit query, with the generator for more. */
+function randomUnitRows(seed: number, rows: number, dims: number, shift: number) {
+  let state = seed;
+  const random = () => ((state = (state * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const vectors = new Float32Array(rows * dims).map(() => random() - shift);
+  for (let row = 0; row < rows; row++) {
+    const norm = Math.hypot(...vectors.subarray(row * dims, (row + 1) * dims));
+    for (let i = 0; i < dims; i++) vectors[row * dims + i]! /= norm;
+  }
+  const query = Float32Array.from({ length: dims }, () => random());
+  const queryNorm = Math.hypot(...query);
+  for (let i = 0; i < dims; i++) query[i]! /= queryNorm;
+  return { vectors, query, random };
+}
