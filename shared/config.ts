@@ -133,6 +133,11 @@ const configSchema = z.object({
   BRAIN_REINDEX_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** Memory one process may hold strict brains' opened vectors in (the brains recalled most recently stay). */
   BRAIN_STRICT_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
+  /** Packs (spec 2), on top of SVC_BRAINS_ENABLED: off (either), every packs route answers 404 resource_not_found. */
+  SVC_BRAIN_PACKS_ENABLED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  /** Refusal gates of a publish (409 pack_too_large). */
+  SVC_PACK_MAX_ENTRIES: z.coerce.number().int().min(1).default(50_000),
+  SVC_PACK_MAX_CHUNKS: z.coerce.number().int().min(1).default(200_000),
   /** The chat model learning asks (extraction, judgements, consolidation), through the gateway's own chat path. */
   BRAIN_LEARN_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
   /** Chunks a reindex embeds in one upstream call. */

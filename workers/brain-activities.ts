@@ -1,5 +1,6 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { commitLearnPass, extractMemories, requestConsolidation } from '../shared/brains/learning.js';
+import { buildVersion, failVersion, indexBuiltVersion } from '../shared/brains/packs.js';
 import { abandonReindex, beginReindex, dropPriorSpace, embedMissingChunks, indexReindexSpace, swapBack, swapReindex } from '../shared/brains/reindex.js';
 import { purgeBrain } from '../shared/brains/repository.js';
 import { consolidateScope, pruneColdMemories } from '../shared/brains/upkeep.js';
@@ -21,6 +22,12 @@ export function createBrainActivities(platform: GatewayServices) {
     requestConsolidation: (brainId: string, scope: string) => requestConsolidation(platform, brainId, scope),
     consolidateScope: (brainId: string, scope: string) => consolidateScope(platform, brainId, scope),
     pruneColdMemories: (at: string) => pruneColdMemories(platform, new Date(at)),
+    buildPackVersion: async (versionId: string) => {
+      const built = await buildVersion(platform, versionId);
+      return built?.status ?? 'missing';
+    },
+    failPackVersion: (versionId: string, reason: string) => failVersion(platform, versionId, reason),
+    indexPackVersion: (versionId: string) => indexBuiltVersion(platform, versionId),
   };
 }
 

@@ -12,3 +12,4 @@ export { assistantRunWorkflow } from './assistant-run.js';
 export { brainDeletionWorkflow } from './brain-deletion.js';
 export { brainReindexWorkflow } from './brain-reindex.js';
 export { brainConsolidationWorkflow, brainLearnWorkflow, brainPruneWorkflow } from './brain-learn.js';
+export { packBuildWorkflow } from './pack-build.js';

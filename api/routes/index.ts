@@ -15,6 +15,7 @@ import { mediaRoutes } from './media.js';
 import { modelDefinitionRoutes } from './model-definitions.js';
 import { modelRoutes } from './models.js';
 import { moderationRoutes } from './moderations.js';
+import { packRoutes } from './packs.js';
 import { rerankRoutes } from './rerank.js';
 import { systemRoutes } from './system.js';
 import { vectorStoreRoutes } from './vector-stores.js';
@@ -48,6 +49,7 @@ export function gatewayRoutes(platform: GatewayServices): RouteDefinition[] {
     ...assistantRoutes(platform),
     ...conversationRoutes(platform),
     ...brainRoutes(platform),
+    ...packRoutes(platform),
   ];
   return table;
 }

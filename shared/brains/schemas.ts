@@ -142,3 +142,23 @@ export const conflictResolutionBody = z.strictObject({
 });
 
 export const autotuneBody = z.strictObject({ action: z.enum(['freeze', 'reset']) });
+
+export const PACK_VISIBILITIES = ['private', 'org', 'unlisted', 'public'] as const;
+
+export const publishBody = z.strictObject({
+  name: z.string().trim().min(1).max(256).optional().describe("Default the source brain's name; used only when the first publish creates the pack."),
+  slug: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'lowercase letters, digits and -, up to 64 characters').optional().describe('Unique across your packs; derived from the name if omitted; set only at creation.'),
+  visibility: withErrorCode(z.enum(PACK_VISIBILITIES), 'invalid_visibility').optional().describe('private (default); the others are reserved and behave as private.'),
+  notes: z.string().max(10_000).optional().describe("This version's changelog."),
+  encryption_at_publish: withErrorCode(z.enum(BRAIN_ENCRYPTIONS), 'invalid_encryption').optional().describe("Default the source brain's encryption; set only at creation."),
+  declassify: z.boolean().optional().describe('Must be true to publish a sealed brain into a plaintext (none) pack.'),
+});
+
+export const packListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).optional(),
+});
+
+export const grantBody = z.strictObject({
+  account_id: z.string().max(64).optional().describe('The account (user id) to share the pack with.'),
+});

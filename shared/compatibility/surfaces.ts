@@ -33,6 +33,7 @@ export const SURFACES: Record<string, SurfaceInfo> = {
   conversations: { compatible_with: 'svc.conversations', notes: "a customer's conversations: turns through the chat path under a lock (Redis, TTL, fencing token)" },
   vector_stores: { compatible_with: 'openai.vector_stores', notes: 'plus embedding_model, encryption (managed, byok), vector_sealing, vector_index, graphrag_enabled; unlock and hybrid search' },
   brains: { compatible_with: 'svc.brains', notes: 'spec 2: entries versioned bi-temporally (recall as_of), composite recall with explain and misses; encryption none, standard, strict' },
+  packs: { compatible_with: 'svc.packs', notes: 'spec 2: immutable pack versions published from brains (secret scan, size gate), grants, and mounts (reference or materialize) into other brains' },
   customers: { compatible_with: 'svc.customers' },
   client_tokens: { compatible_with: 'svc.client_tokens' },
   customer_wallets: { compatible_with: 'svc.customer_wallets' },

@@ -2,6 +2,7 @@ import { Piscina } from 'piscina';
 import type { CompositeFactors, CompositeRankInput, CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
 import type { DotTopKInput, KMeansInput, KMeansResult, TopK } from '../scoring/vector-index.js';
+import type { SecretFinding, SecretScanInput } from '../scanning/secrets.js';
 
 const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url).href;
 
@@ -47,6 +48,11 @@ export class CpuPool {
   /** A strict brain's composite top k over its opened vectors (the shared buffers are read in place; the scope mask is transferred). */
   compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
     return this.piscina.run(input, { name: 'compositeTopK', transferList: [input.query.buffer, input.allowed.buffer, input.rows?.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer) });
+  }
+
+  /** secretlint's recommended rules over a batch of texts: the first finding of each that holds a secret. */
+  scanSecrets(input: SecretScanInput): Promise<SecretFinding[]> {
+    return this.piscina.run(input, { name: 'scanSecrets' });
   }
 
   async close(): Promise<void> {

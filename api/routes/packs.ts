@@ -1,0 +1,59 @@
+import type { Request } from 'express';
+import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { getPack, grantPack, listGrants, listPacks, publish, retirePack, revokeGrant } from '../../shared/brains/packs.js';
+import { grantBody, packListQuery, publishBody } from '../../shared/brains/schemas.js';
+import { serviceError } from '../../shared/errors.js';
+import { principalOf } from '../middleware/authenticate.js';
+import { developerKey, route, type RouteDefinition } from '../route-table.js';
+
+/**
+ * Packs and mounts (spec 2), behind SVC_BRAIN_PACKS_ENABLED on top of SVC_BRAINS_ENABLED: with
+ * either off the routes answer 404 resource_not_found (and recall runs its single-brain path).
+ */
+export function packRoutes(platform: GatewayServices): RouteDefinition[] {
+  const surface = 'packs';
+  const write = developerKey('api:write');
+  const read = developerKey('api:read');
+  const account = (req: Request) => principalOf(req).accountId;
+  const pack = (req: Request) => String(req.params.packId);
+  const enabled = platform.config.SVC_BRAINS_ENABLED && platform.config.SVC_BRAIN_PACKS_ENABLED;
+
+  const routes: RouteDefinition[] = [
+    route({
+      method: 'post', path: '/v1/brains/:id/publish', surface, summary: "Publish the brain's native rows as the next version of its pack (created by the first publish)", access: write,
+      input: { body: publishBody },
+      handle: async (req, res, { body }) => res.json(await publish(platform, account(req), String(req.params.id), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/packs', surface, summary: 'Packs you own or hold through a grant', access: read,
+      input: { query: packListQuery },
+      handle: async (req, res, { query }) => res.json(await listPacks(platform, account(req), query)),
+    }),
+    route({
+      method: 'get', path: '/v1/packs/:packId', surface, summary: 'A pack with its versions', access: read,
+      handle: async (req, res) => res.json(await getPack(platform, account(req), pack(req))),
+    }),
+    route({
+      method: 'delete', path: '/v1/packs/:packId', surface, summary: 'Retire a pack (owner only): no new mounts; reference mounts keep reading', access: write,
+      handle: async (req, res) => res.json(await retirePack(platform, account(req), pack(req))),
+    }),
+    route({
+      method: 'get', path: '/v1/packs/:packId/grants', surface, summary: "A pack's grants (owner only)", access: read,
+      handle: async (req, res) => res.json(await listGrants(platform, account(req), pack(req))),
+    }),
+    route({
+      method: 'post', path: '/v1/packs/:packId/grants', surface, summary: 'Grant another account the pack (owner only): it may materialize it', access: write,
+      input: { body: grantBody },
+      handle: async (req, res, { body }) => res.json(await grantPack(platform, account(req), pack(req), body)),
+    }),
+    route({
+      method: 'delete', path: '/v1/packs/:packId/grants/:granteeId', surface, summary: 'Revoke a grant (owner only): no new mounts from that account', access: write,
+      handle: async (req, res) => res.json(await revokeGrant(platform, account(req), pack(req), String(req.params.granteeId))),
+    }),
+  ];
+  // Off, the same paths answer 404 resource_not_found (the spec's answer for packs that are not there).
+  const off = () => {
+    throw serviceError('resource_not_found', { message: 'Packs are not enabled here.' });
+  };
+  return enabled ? routes : routes.map(({ input: _input, ...definition }) => ({ ...definition, handle: off }));
+}
