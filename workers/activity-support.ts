@@ -19,12 +19,15 @@ async function permanentAsNonRetryable<T>(work: () => Promise<T>): Promise<T> {
  * batch it writes. A permanent refusal fails the workflow at once (its type is the error code).
  */
 export function heartbeating<T>(everyMs: number, work: (beat: () => void) => Promise<T>): Promise<T> {
-  return permanentAsNonRetryable(async () => {
-    const beating = setInterval(() => heartbeat(), everyMs);
-    try {
-      return await work(() => heartbeat());
-    } finally {
-      clearInterval(beating);
-    }
-  });
+  return permanentAsNonRetryable(() => beatingWhile(everyMs, work));
+}
+
+/** Heartbeats every `everyMs` while `work` runs; its errors pass through as they are (the step decides what ends it). */
+export async function beatingWhile<T>(everyMs: number, work: (beat: () => void) => Promise<T>): Promise<T> {
+  const beating = setInterval(() => heartbeat(), everyMs);
+  try {
+    return await work(() => heartbeat());
+  } finally {
+    clearInterval(beating);
+  }
 }

@@ -4,7 +4,7 @@ import { buildVersion, failVersion, indexBuiltVersion } from '../shared/brains/p
 import { abandonReindex, beginReindex, dropPriorSpace, embedMissingChunks, indexReindexSpace, swapBack, swapReindex } from '../shared/brains/reindex.js';
 import { purgeBrain } from '../shared/brains/repository.js';
 import { consolidateScope, pruneColdMemories } from '../shared/brains/upkeep.js';
-import { heartbeating } from './activity-support.js';
+import { beatingWhile, heartbeating } from './activity-support.js';
 
 /** Activities of brains: thin adapters over shared/brains. */
 export function createBrainActivities(platform: GatewayServices) {
@@ -17,10 +17,11 @@ export function createBrainActivities(platform: GatewayServices) {
     swapBack: (jobId: string) => swapBack(platform, jobId),
     dropPriorSpace: (jobId: string) => dropPriorSpace(platform, jobId),
     abandonReindex: (jobId: string, reason: string) => abandonReindex(platform, jobId, reason),
-    extractMemories: (passId: string) => extractMemories(platform, passId),
-    commitLearnPass: (passId: string) => commitLearnPass(platform, passId),
+    // A pass ends its own refusals (skipped, failed); what escapes is infrastructure, retried.
+    extractMemories: (passId: string) => beatingWhile(2_000, () => extractMemories(platform, passId)),
+    commitLearnPass: (passId: string) => beatingWhile(2_000, () => commitLearnPass(platform, passId)),
     requestConsolidation: (brainId: string, scope: string) => requestConsolidation(platform, brainId, scope),
-    consolidateScope: (brainId: string, scope: string) => consolidateScope(platform, brainId, scope),
+    consolidateScope: (brainId: string, scope: string) => beatingWhile(2_000, () => consolidateScope(platform, brainId, scope)),
     pruneColdMemories: (at: string) => pruneColdMemories(platform, new Date(at)),
     buildPackVersion: async (versionId: string) => {
       const built = await buildVersion(platform, versionId);

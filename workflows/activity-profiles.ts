@@ -27,6 +27,13 @@ export function heartbeatingChunk(heartbeatSeconds: number): ActivityOptions {
   return { startToCloseTimeout: '24 hours', heartbeatTimeout: `${heartbeatSeconds} seconds`, retry: DATABASE_BACKOFF };
 }
 
+/**
+ * A step that waits on a model's answers (a learn pass's extraction and judgements, a
+ * consolidation): bounded like a resource step, and heartbeating, so a step whose worker died
+ * resumes on another within 20 seconds instead of after its start-to-close timeout.
+ */
+export const MODEL_STEP: ActivityOptions = { startToCloseTimeout: '30 minutes', heartbeatTimeout: '20 seconds', retry: DATABASE_BACKOFF };
+
 /** One outbound HTTP attempt (a webhook delivery, at most 60 s): retried only for infrastructure failures. */
 export const OUTBOUND_ATTEMPT: ActivityOptions = {
   startToCloseTimeout: '2 minutes',

@@ -1,8 +1,9 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { BrainActivities } from '../workers/brain-activities.js';
-import { RESOURCE_STEP } from './activity-profiles.js';
+import { MODEL_STEP, RESOURCE_STEP } from './activity-profiles.js';
 
 const steps = proxyActivities<BrainActivities>(RESOURCE_STEP);
+const modelSteps = proxyActivities<BrainActivities>(MODEL_STEP);
 
 /**
  * One learn pass (workflow id = pass id, so a retried observe joins it, and a completed pass is
@@ -12,16 +13,16 @@ const steps = proxyActivities<BrainActivities>(RESOURCE_STEP);
  * its consolidation. Memory text stays in PostgreSQL (sealed when the brain is), never here.
  */
 export async function brainLearnWorkflow(input: { passId: string }): Promise<unknown> {
-  const extracted = await steps.extractMemories(input.passId);
+  const extracted = await modelSteps.extractMemories(input.passId);
   if (extracted.next === 'done') return extracted.result;
-  const committed = await steps.commitLearnPass(input.passId);
+  const committed = await modelSteps.commitLearnPass(input.passId);
   if (committed.consolidate) await steps.requestConsolidation(committed.brainId, committed.scope);
   return committed.result;
 }
 
 /** Merges related memories of a crowded scope (one per brain and scope at a time). */
 export async function brainConsolidationWorkflow(input: { brainId: string; scope: string }): Promise<{ merged: number; replaced: number }> {
-  return steps.consolidateScope(input.brainId, input.scope);
+  return modelSteps.consolidateScope(input.brainId, input.scope);
 }
 
 /**
