@@ -138,6 +138,8 @@ const configSchema = z.object({
   /** Refusal gates of a publish (409 pack_too_large). */
   SVC_PACK_MAX_ENTRIES: z.coerce.number().int().min(1).default(50_000),
   SVC_PACK_MAX_CHUNKS: z.coerce.number().int().min(1).default(200_000),
+  /** A materialize mount's import that stops heartbeating this long is retried elsewhere (it starts over: one transaction). */
+  PACK_MATERIALIZE_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
   /** The chat model learning asks (extraction, judgements, consolidation), through the gateway's own chat path. */
   BRAIN_LEARN_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
   /** Chunks a reindex embeds in one upstream call. */

@@ -161,7 +161,8 @@ describe('entries', () => {
     });
     expectError(res, 413, 'entry_too_large');
     expect((await get(`/v1/brains/${brain.id}/entries`)).body.data).toEqual([]);
-  });
+    // Two bodies of over 100 MB cross loopback and the JSON parser: seconds alone, more beside the rest of the suite.
+  }, 120_000);
 
   it('lists scopes at or below a scope with their entry counts', async () => {
     const brain = await newBrain();

@@ -83,6 +83,33 @@ describe('graph factor arithmetic', () => {
   });
 });
 
+describe('mounted rows', () => {
+  it('compositeTopK gives kinds marked fixed recency and usage 1, as scoring a pack row does', () => {
+    const dims = 8;
+    const rows = 400;
+    const now = 400 * 86_400_000;
+    const { vectors, query, random } = randomUnitRows(5, rows, dims, 0.2);
+    // Kind 0: a native type with a 3-day half-life; kind 1: the same type imported by a mount.
+    const kind = Int32Array.from({ length: rows }, () => (random() < 0.5 ? 0 : 1));
+    const updatedAt = Float64Array.from({ length: rows }, () => now - random() * 30 * 86_400_000);
+    const useCount = Int32Array.from({ length: rows }, () => Math.floor(random() * 3));
+    const found = compositeTopK({
+      vectors, dims, query: Float32Array.from(query), k: 12, now,
+      allowed: new Uint8Array(rows).fill(1), kind, kindWeight: Float64Array.of(0.6, 0.6), kindHalfLife: Float64Array.of(3, 3), kindAnchor: Uint8Array.of(1, 1), kindFixed: Uint8Array.of(0, 1),
+      createdAt: updatedAt, updatedAt, lastUsedAt: new Float64Array(rows).fill(Number.NaN), useCount,
+    });
+    const expected = Array.from({ length: rows }, (_, row) => {
+      let cosine = 0;
+      for (let i = 0; i < dims; i++) cosine += vectors[row * dims + i]! * query[i]!;
+      return { row, score: compositeFactors({ cosine, tierWeight: 0.6, halfLifeDays: 3, anchorAt: updatedAt[row]!, useCount: useCount[row]!, fixedRecencyAndUsage: kind[row] === 1 }, now).score };
+    }).sort((a, b) => b.score - a.score).slice(0, 12);
+    expect(Array.from(found.indices)).toEqual(expected.map((entry) => entry.row));
+    found.scores.forEach((score, i) => expect(score).toBeCloseTo(expected[i]!.score, 5));
+    // Aged and unused, the native rows lose to the mounted ones of a similar cosine.
+    expect(Array.from(found.indices).filter((row) => kind[row] === 1).length).toBeGreaterThan(6);
+  });
+});
+
 /** Seeded unit vectors (rows of `dims`, each component drawn in [-shift, 1 - shift)) and a unit query, with the generator for more. */
 function randomUnitRows(seed: number, rows: number, dims: number, shift: number) {
   let state = seed;

@@ -1,5 +1,6 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { commitLearnPass, extractMemories, requestConsolidation } from '../shared/brains/learning.js';
+import { materializeMount } from '../shared/brains/mounts.js';
 import { buildVersion, failVersion, indexBuiltVersion } from '../shared/brains/packs.js';
 import { abandonReindex, beginReindex, dropPriorSpace, embedMissingChunks, indexReindexSpace, swapBack, swapReindex } from '../shared/brains/reindex.js';
 import { purgeBrain } from '../shared/brains/repository.js';
@@ -29,6 +30,7 @@ export function createBrainActivities(platform: GatewayServices) {
     },
     failPackVersion: (versionId: string, reason: string) => failVersion(platform, versionId, reason),
     indexPackVersion: (versionId: string) => indexBuiltVersion(platform, versionId),
+    materializeMount: (mountId: string, version: number) => heartbeating(2_000, (beat) => materializeMount(platform, mountId, version, beat)),
   };
 }
 

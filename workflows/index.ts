@@ -13,3 +13,4 @@ export { brainDeletionWorkflow } from './brain-deletion.js';
 export { brainReindexWorkflow } from './brain-reindex.js';
 export { brainConsolidationWorkflow, brainLearnWorkflow, brainPruneWorkflow } from './brain-learn.js';
 export { packBuildWorkflow } from './pack-build.js';
+export { packMaterializeWorkflow } from './pack-materialize.js';

@@ -1,7 +1,8 @@
 import type { Request } from 'express';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { createMount, deleteMount, listMounts, updateMount } from '../../shared/brains/mounts.js';
 import { getPack, grantPack, listGrants, listPacks, publish, retirePack, revokeGrant } from '../../shared/brains/packs.js';
-import { grantBody, packListQuery, publishBody } from '../../shared/brains/schemas.js';
+import { grantBody, mountBody, packListQuery, patchMountBody, publishBody } from '../../shared/brains/schemas.js';
 import { serviceError } from '../../shared/errors.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
@@ -16,13 +17,15 @@ export function packRoutes(platform: GatewayServices): RouteDefinition[] {
   const read = developerKey('api:read');
   const account = (req: Request) => principalOf(req).accountId;
   const pack = (req: Request) => String(req.params.packId);
+  const brain = (req: Request) => String(req.params.id);
+  const mount = (req: Request) => String(req.params.mountId);
   const enabled = platform.config.SVC_BRAINS_ENABLED && platform.config.SVC_BRAIN_PACKS_ENABLED;
 
   const routes: RouteDefinition[] = [
     route({
       method: 'post', path: '/v1/brains/:id/publish', surface, summary: "Publish the brain's native rows as the next version of its pack (created by the first publish)", access: write,
       input: { body: publishBody },
-      handle: async (req, res, { body }) => res.json(await publish(platform, account(req), String(req.params.id), body)),
+      handle: async (req, res, { body }) => res.json(await publish(platform, account(req), brain(req), body)),
     }),
     route({
       method: 'get', path: '/v1/packs', surface, summary: 'Packs you own or hold through a grant', access: read,
@@ -49,6 +52,24 @@ export function packRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'delete', path: '/v1/packs/:packId/grants/:granteeId', surface, summary: 'Revoke a grant (owner only): no new mounts from that account', access: write,
       handle: async (req, res) => res.json(await revokeGrant(platform, account(req), pack(req), String(req.params.granteeId))),
+    }),
+    route({
+      method: 'post', path: '/v1/brains/:id/mounts', surface, summary: 'Mount a pack version into the brain as a read-only base layer (reference, or a materialized copy)', access: write,
+      input: { body: mountBody },
+      handle: async (req, res, { body }) => res.json(await createMount(platform, account(req), brain(req), body)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/mounts', surface, summary: "The brain's mounts", access: read,
+      handle: async (req, res) => res.json(await listMounts(platform, account(req), brain(req))),
+    }),
+    route({
+      method: 'patch', path: '/v1/brains/:id/mounts/:mountId', surface, summary: 'Move a mount to another version (re-point, or re-materialize atomically) and or set follow_latest', access: write,
+      input: { body: patchMountBody },
+      handle: async (req, res, { body }) => res.json(await updateMount(platform, account(req), brain(req), mount(req), body)),
+    }),
+    route({
+      method: 'delete', path: '/v1/brains/:id/mounts/:mountId', surface, summary: "Unmount: a materialized copy is erased; a reference pin is released", access: write,
+      handle: async (req, res) => res.json(await deleteMount(platform, account(req), brain(req), mount(req))),
     }),
   ];
   // Off, the same paths answer 404 resource_not_found (the spec's answer for packs that are not there).

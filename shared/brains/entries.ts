@@ -243,13 +243,14 @@ export async function embedQuery(platform: GatewayServices, call: MeteredCall, b
   return (await embed(platform, call, brain, [query], `brain-recall:${call.requestId}`))[0]!;
 }
 
-
-function sealedFields(keys: StoreKeys | null, brainId: string, entryId: string, title: string | null, body: string) {
+/** An entry's title and body as the brain stores them: plaintext, or sealed under its key (standard, strict). */
+export function sealedFields(keys: StoreKeys | null, brainId: string, entryId: string, title: string | null, body: string) {
   if (!keys) return { title, body, title_sealed: null, body_sealed: null };
   return { title: null, body: null, title_sealed: title === null ? null : sealText(keys, title, titleAad(brainId, entryId)), body_sealed: sealText(keys, body, bodyAad(brainId, entryId)) };
 }
 
-function chunkRows(brain: repo.BrainRow, keys: StoreKeys | null, space: number, entryId: string, chunks: PlannedChunk[], vectors: number[][]): repo.NewChunk[] {
+/** An entry's chunk rows as the brain stores them in `space`: text sealed when the brain is, vectors sealed when it is strict. */
+export function chunkRows(brain: repo.BrainRow, keys: StoreKeys | null, space: number, entryId: string, chunks: Pick<PlannedChunk, 'content'>[], vectors: number[][]): repo.NewChunk[] {
   return chunks.map((chunk, index) => ({
     chunk_index: index,
     content: keys ? null : chunk.content,

@@ -1,8 +1,8 @@
 import { partitionName } from '../db/partitions.js';
-import type { Queryable } from '../db/pool.js';
+import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
-import { partitionOf, type EntryRow } from './repository.js';
+import { likePrefix, partitionOf, type EntryRow } from './repository.js';
 
 /** SQL of packs, their versions and grants (migrations/025_brain_packs.sql). */
 
@@ -297,4 +297,111 @@ export async function deleteGrant(q: Queryable, packId: string, accountId: strin
 export async function accountExists(q: Queryable, accountId: string): Promise<boolean> {
   const { rows } = await q.query(`SELECT 1 FROM accounts WHERE id = $1`, [accountId]);
   return rows.length > 0;
+}
+
+/** A ready mount of a brain as recall reads it: the version it serves and the policy its rows rank by. */
+export interface RecallMountRow {
+  mount_id: string;
+  mode: 'reference' | 'materialize';
+  pack_id: string;
+  version: number;
+  version_id: string;
+  scope_map: Record<string, string>;
+  memory_policy: MemoryPolicy;
+  tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>>;
+  encryption_at_publish: PackRow['encryption_at_publish'];
+  embedding_dims: number;
+}
+
+export async function readyMountsOf(q: Queryable, brainId: string): Promise<RecallMountRow[]> {
+  const { rows } = await q.query<RecallMountRow>(
+    `SELECT m.id AS mount_id, m.mode, m.pack_id, v.version, v.id AS version_id, m.scope_map, v.memory_policy, v.tier_multipliers, p.encryption_at_publish, p.embedding_dims
+     FROM brain_mounts m JOIN brain_packs p ON p.id = m.pack_id
+       JOIN brain_pack_versions v ON v.pack_id = m.pack_id AND v.version = CASE WHEN m.mode = 'reference' THEN m.pinned_version ELSE m.materialized_version END
+     WHERE m.brain_id = $1 AND m.status = 'ready' ORDER BY m.created_at, m.id`,
+    [brainId],
+  );
+  return rows;
+}
+
+export interface PackCandidate {
+  entry_id: string;
+  chunk_index: number;
+  scope: string;
+  cosine: number;
+}
+
+/** The `limit` chunks of a plaintext version nearest the query among the given source scopes (its HNSW index once built). */
+export async function nearestPackChunks(db: Db, versionId: string, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, limit: number): Promise<PackCandidate[]> {
+  const { cast } = vectorCast(dims);
+  const scoped = filter === null ? 'true' : `(c.scope = ANY($3) OR c.scope LIKE ANY($4))`;
+  const params: unknown[] = [query, limit, ...(filter === null ? [] : [filter.scopes, filter.prefixes.map((prefix) => `${likePrefix(prefix)}/%`)])];
+  return withTransaction(db, async (client) => {
+    await client.query(`SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(300, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+    return (await client.query<PackCandidate>(
+      `SELECT c.entry_id, c.chunk_index, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine FROM ${versionPartitionOf(versionId)} c
+       WHERE ${scoped} ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
+      params,
+    )).rows;
+  });
+}
+
+/** What recall shows and ranks of a version's entries: class, type, trust, provenance, title. */
+export async function packEntryFacts(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, Pick<PackEntryRow, 'entry_id' | 'scope' | 'class' | 'type' | 'trust' | 'source' | 'title' | 'title_sealed' | 'created_at' | 'updated_at'>>> {
+  if (entryIds.length === 0) return new Map();
+  const { rows } = await q.query(
+    `SELECT entry_id, scope, class, type, trust, source, title, title_sealed, created_at, updated_at FROM brain_pack_entries WHERE version_id = $1 AND entry_id = ANY($2)`,
+    [versionId, entryIds],
+  );
+  return new Map(rows.map((row) => [row.entry_id as string, row]));
+}
+
+/** The normalised entity names linked to each of these entries of a version. */
+export async function packEntityNames(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, string[]>> {
+  if (entryIds.length === 0) return new Map();
+  const { rows } = await q.query<{ entry_id: string; names: string[] }>(
+    `SELECT l.entry_id, array_agg(DISTINCT n) AS names FROM brain_pack_entity_links l
+       JOIN brain_pack_entities e ON e.version_id = l.version_id AND e.entity_id = l.entity_id, unnest(array_prepend(e.normalized, e.aliases)) AS n
+     WHERE l.version_id = $1 AND l.entry_id = ANY($2) GROUP BY l.entry_id`,
+    [versionId, entryIds],
+  );
+  return new Map(rows.map((row) => [row.entry_id, row.names]));
+}
+
+export async function packChunkContents(q: Queryable, versionId: string, keys: { entry_id: string; chunk_index: number }[]): Promise<Map<string, { content: string | null; content_sealed: Buffer | null }>> {
+  if (keys.length === 0) return new Map();
+  const { rows } = await q.query<{ entry_id: string; chunk_index: number; content: string | null; content_sealed: Buffer | null }>(
+    `SELECT c.entry_id, c.chunk_index, c.content, c.content_sealed FROM ${versionPartitionOf(versionId)} c
+     JOIN unnest($1::text[], $2::int[]) AS k(entry_id, chunk_index) ON k.entry_id = c.entry_id AND k.chunk_index = c.chunk_index`,
+    [keys.map((key) => key.entry_id), keys.map((key) => key.chunk_index)],
+  );
+  return new Map(rows.map((row) => [`${row.entry_id}:${row.chunk_index}`, row]));
+}
+
+/** Entities of these versions whose normalised name or an alias is one of `names`, with their scope in the version. */
+export async function packEntitiesNamed(q: Queryable, versionIds: string[], names: string[]): Promise<{ version_id: string; entity_id: string; scope: string }[]> {
+  if (versionIds.length === 0 || names.length === 0) return [];
+  const { rows } = await q.query<{ version_id: string; entity_id: string; scope: string }>(
+    `SELECT version_id, entity_id, scope FROM brain_pack_entities WHERE version_id = ANY($1) AND (normalized = ANY($2::text[]) OR aliases && $2::text[])`,
+    [versionIds, names],
+  );
+  return rows;
+}
+
+/** For named entities of versions: the entries linked to them, and those linked to an entity one edge from one (either direction), per version. */
+export async function packEntityLinks(q: Queryable, named: { version_id: string; entity_id: string }[]): Promise<{ version_id: string; entry_id: string; named: boolean }[]> {
+  if (named.length === 0) return [];
+  const { rows } = await q.query<{ version_id: string; entry_id: string; named: boolean }>(
+    `WITH named AS (SELECT * FROM unnest($1::text[], $2::text[]) AS n(version_id, entity_id)),
+     neighbours AS (
+       SELECT g.version_id, g.to_entity AS entity_id FROM brain_pack_edges g JOIN named n ON n.version_id = g.version_id AND n.entity_id = g.from_entity
+       UNION
+       SELECT g.version_id, g.from_entity FROM brain_pack_edges g JOIN named n ON n.version_id = g.version_id AND n.entity_id = g.to_entity
+     )
+     SELECT DISTINCT l.version_id, l.entry_id, true AS named FROM brain_pack_entity_links l JOIN named n ON n.version_id = l.version_id AND n.entity_id = l.entity_id
+     UNION ALL
+     SELECT DISTINCT l.version_id, l.entry_id, false FROM brain_pack_entity_links l JOIN neighbours n ON n.version_id = l.version_id AND n.entity_id = l.entity_id`,
+    [named.map((row) => row.version_id), named.map((row) => row.entity_id)],
+  );
+  return rows;
 }

@@ -5,6 +5,7 @@ import { isUuid, newId } from '../ids.js';
 import { openText, openVectorInto, sealText, sealVector, storeKeys, type StoreKeys } from '../vector-stores/crypto.js';
 import { bodyAad, chunkAad, packAad, titleAad, vectorAad } from './aad.js';
 import { brainKeys, brainOf, type BrainServices } from './brains.js';
+import { followLatest } from './mount-versions.js';
 import * as packs from './pack-repository.js';
 import * as repo from './repository.js';
 import type { grantBody, packListQuery, publishBody } from './schemas.js';
@@ -138,6 +139,13 @@ async function* snapshotPages(q: Queryable, brain: Pick<repo.BrainRow, 'id'>, sp
  * graph, then ready. Run again after a failure, it starts clean. Returns the version as it ends.
  */
 export async function buildVersion(platform: PackServices, versionId: string): Promise<packs.PackVersionRow | undefined> {
+  const built = await buildContent(platform, versionId);
+  // The one place a version turns ready: mounts following the pack move to it (again, harmlessly, when a retried build finds it ready).
+  if (built?.status === 'ready') await followLatest(platform, built.pack_id, built.version);
+  return built;
+}
+
+async function buildContent(platform: PackServices, versionId: string): Promise<packs.PackVersionRow | undefined> {
   const version = await packs.versionById(platform.db, versionId);
   if (!version || version.status !== 'building') return version;
   const pack = (await packs.packById(platform.db, version.pack_id))!;

@@ -132,6 +132,15 @@ export function changedTypes(before: MemoryPolicy, after: MemoryPolicy): string[
 }
 
 /**
+ * A pack row's tier weight (spec 2, recall with mounts): from its version's frozen policy and the
+ * tier multipliers snapshotted with it, whatever the consumer brain's policy says.
+ */
+export function frozenTierWeight(version: { memory_policy: MemoryPolicy; tier_multipliers: Partial<Record<Tier, number>> }, entryClass: string, type: string | null): number {
+  const ranking = rankingOf(version.memory_policy, entryClass, type);
+  return tunedWeight({ tuning: version.memory_policy.tuning, tier_multipliers: version.tier_multipliers }, ranking.tier, ranking.weight);
+}
+
+/**
  * A tier's effective weight: the taxonomy's, times autotune's learnt multiplier for the tier
  * while tuning is auto (capped at 1, so a composite never exceeds its cosine).
  */

@@ -2,13 +2,16 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { graphFactor, type CompositeFactors, type QueryGraph } from '../scoring/composite.js';
+import { graphFactor, type CompositeFactors } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery } from './entries.js';
-import { rankingOf, tunedWeight } from './policy.js';
+import { drawFromMount, mountedGraphs, mountsForRecall, selectWithMounts, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
+import { packChunkContents } from './pack-repository.js';
+import { packEntryIdOf } from './mounts.js';
+import { frozenTierWeight, rankingOf, tunedWeight } from './policy.js';
 import * as repo from './repository.js';
 import type { recallBody } from './schemas.js';
 
@@ -25,14 +28,6 @@ export const MAX_TOP_K = 100;
 const FIRST_DRAW = 256;
 const MAX_DRAW = 4_096;
 
-type DroppedBy = 'class_filter' | 'min_score' | 'top_k';
-
-interface Scored {
-  candidate: repo.ChunkCandidate;
-  entry: repo.RankedVersion;
-  factors: CompositeFactors;
-  droppedBy: DroppedBy | null;
-}
 
 export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>) {
   const brain = await brainOf(platform.db, developerId, brainId);
@@ -43,8 +38,13 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
+  const mounts = await mountsForRecall(platform, brain.id);
   // The entities the query names are looked up while the query is embedded.
-  const [query, graph] = await Promise.all([embedQuery(platform, call, brain, body.query), queryGraph(platform.db, brain.id, filter, body.query)]);
+  const [query, graphs] = await Promise.all([
+    embedQuery(platform, call, brain, body.query),
+    queryGraph(platform.db, brain.id, filter, body.query).then((native) => (mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query))),
+  ]);
+  const graph = graphs.store;
   const now = asOf?.getTime() ?? Date.now();
   // Enough places to rank: the hits, and the misses that would be shown.
   const places = topK + (explainMisses ? missesTopK : 0);
@@ -52,39 +52,54 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const passesFilters = (entry: repo.RankedVersion) =>
     (!body.classes || body.classes.includes(entry.class)) && (!body.types || entry.class === 'policy' || (entry.type !== null && body.types.includes(entry.type)));
 
+  const references = mounts.filter((mount) => mount.mode === 'reference' && mount.encryption_at_publish === 'none');
+  const materialized = new Map(mounts.filter((mount) => mount.mode === 'materialize').map((mount) => [mount.mount_id, mount]));
   let scored: Scored[] = [];
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
+  const querySql = toSql(query);
   for (let draw = FIRST_DRAW; ; draw *= 4) {
-    const candidates = strictHistory
-      ? strictHistory.slice(0, draw)
-      : strict
-        ? await platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph)
-        : await repo.nearestChunks(platform.db, brain, brain.active_space, toSql(query), filter, draw, asOf);
-    scored = await score(platform, brain, candidates, now, graph);
-    const exhausted = candidates.length < draw || draw >= MAX_DRAW;
+    const [candidates, fromMounts] = await Promise.all([
+      strictHistory
+        ? strictHistory.slice(0, draw)
+        : strict
+          ? platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized)
+          : repo.nearestChunks(platform.db, brain, brain.active_space, querySql, filter, draw, asOf),
+      Promise.all(references.map((mount) => drawFromMount(platform, brain.id, mount, querySql, filter, draw))),
+    ]);
+    const native = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
+    scored = await score(platform, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
     const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
-    // Drawn by composite (a strict brain's current chunks), the first places that pass the filters are the answer;
-    // drawn by cosine, nothing not yet drawn scores above the cosine of the last chunk drawn.
-    const enough = strict && !strictHistory ? kept.length >= places : kept.length >= places && kept[places - 1]! >= candidates[candidates.length - 1]!.cosine;
-    if (exhausted || enough) break;
+    const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
+    // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
+    // drawn by composite (a strict brain's current chunks), the composite of its last row; drawn by cosine, that row's cosine.
+    const nativeDone = candidates.length < draw || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (candidates.at(-1)?.cosine ?? 0));
+    const mountsDone = fromMounts.every((drawn) => drawn.drawn < draw || last >= drawn.lastCosine);
+    if (draw >= MAX_DRAW || (nativeDone && mountsDone)) break;
   }
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
   const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
   // A chunk pointing away from the query (score 0) is no match, whatever min_score says.
   for (const item of eligible) if (item.factors.score <= 0 || (body.min_score !== undefined && item.factors.score < body.min_score)) item.droppedBy = 'min_score';
-  const hits = eligible.filter((item) => item.droppedBy === null).slice(0, topK);
-  for (const item of eligible) if (item.droppedBy === null && !hits.includes(item)) item.droppedBy = 'top_k';
+  const passing = eligible.filter((item) => item.droppedBy === null);
+  // With mounts, the provenance rules pick the places (a native twin suppresses its pack row); without, the best top_k.
+  const { hits, twins } = mounts.length > 0 ? await selectWithMounts(platform, brain, keys, passing, topK) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
+  for (const item of passing) if (!hits.includes(item) && !twins.has(item)) item.droppedBy = 'top_k';
 
   const misses = explainMisses
     ? (['class_filter', 'min_score', 'top_k'] as const).flatMap((reason) => scored.filter((item) => item.droppedBy === reason).sort(byScore)).slice(0, missesTopK)
     : [];
-  const contents = await repo.chunkContents(platform.db, brain.id, brain.active_space, [...hits, ...misses].map((item) => item.candidate));
+  const shown = [...hits, ...misses];
+  const contents = await repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate));
+  const liveContents = await liveMountContents(platform, shown.filter(isLive));
   const format = (item: Scored, miss: boolean) => {
-    const stored = contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
+    const stored = isLive(item) ? liveContents.get(`${item.mount!.version_id}:${item.candidate.entry_id}:${item.candidate.chunk_index}`) : contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
     const content = stored?.content ?? (stored?.content_sealed ? openText(keys!, stored.content_sealed, chunkAad(brain.id, item.entry.entry_id, item.candidate.chunk_index)) : '');
     const explore = filter.subtreeOf !== null && item.entry.scope !== scope && isBelow(item.entry.scope, scope);
+    const provenance = item.mount
+      ? { store: 'pack' as const, pack_id: item.mount.pack_id, version: item.mount.version, mount_id: item.mount.mount_id, entry_id: item.packEntryId ?? item.entry.entry_id, scope: item.entry.scope }
+      : { store: 'native' as const, entry_id: item.entry.entry_id, scope: item.entry.scope };
     return {
       entry_id: item.entry.entry_id,
       chunk_index: item.candidate.chunk_index,
@@ -94,7 +109,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       type: item.entry.type,
       trust: item.entry.trust,
       scope: item.entry.scope,
-      source: { store: 'native' as const, entry_id: item.entry.entry_id, scope: item.entry.scope, ...(item.entry.source && { provenance: item.entry.source }) },
+      source: { ...provenance, ...(item.entry.source && { provenance: item.entry.source }) },
       ...(explore && { explore: true }),
       ...((body.explain || miss) && { factors: roundFactors(item.factors) }),
       ...(miss && { dropped_by: item.droppedBy }),
@@ -126,19 +141,56 @@ const byScore = (a: Scored, b: Scored) => b.factors.score - a.factors.score || a
 const round = (value: number) => Math.round(value * 1e6) / 1e6;
 const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.entries(factors).map(([key, value]) => [key, round(value)]));
 
-/** The composite of each candidate, computed in the CPU pool from its entry's tier, age, use and links to the query's entities. */
-async function score(platform: GatewayServices, brain: repo.BrainRow, candidates: repo.ChunkCandidate[], now: number, graph: QueryGraph | null): Promise<Scored[]> {
-  const entries = await repo.versionsByIds(platform.db, [...new Set(candidates.map((candidate) => String(candidate.version_id)))]);
-  const rows = candidates.map((candidate) => ({ candidate, entry: entries.get(String(candidate.version_id))! }));
+/**
+ * The composite of each candidate, computed in the CPU pool from its entry's tier, age, use and
+ * links to the query's entities. Pack rows (a reference mount's, or a materialize mount's
+ * import) rank by their version's frozen taxonomy and multipliers, without recency or usage.
+ */
+async function score(
+  platform: GatewayServices,
+  brain: repo.BrainRow,
+  native: Pick<Scored, 'candidate' | 'mount' | 'packEntryId'>[],
+  fromReferences: Omit<Scored, 'factors' | 'droppedBy'>[],
+  materialized: Map<string, RecallMount>,
+  now: number,
+  graphs: MountedGraphs,
+): Promise<Scored[]> {
+  const entries = await repo.versionsByIds(platform.db, [...new Set(native.map((row) => String(row.candidate.version_id)))]);
+  const rows: Omit<Scored, 'factors' | 'droppedBy'>[] = [
+    ...native.map((row) => {
+      const entry = entries.get(String(row.candidate.version_id))!;
+      const mount = entry.source_mount_id ? (materialized.get(entry.source_mount_id) ?? null) : null;
+      return { ...row, entry, mount, packEntryId: mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null };
+    }),
+    ...fromReferences,
+  ];
   const factors = await platform.cpu.compositeRank({
     now,
-    candidates: rows.map(({ candidate, entry }) => {
+    candidates: rows.map(({ candidate, entry, mount }) => {
+      // A reference mount's live row goes by its version's graph; the brain's own rows (materialized ones too) by the store's.
+      const graph = mount?.mode === 'reference' ? graphs.ofVersion(mount.version_id) : graphs.store;
+      if (mount) return { cosine: candidate.cosine, tierWeight: frozenTierWeight(mount, entry.class, entry.type), halfLifeDays: null, anchorAt: 0, useCount: 0, fixedRecencyAndUsage: true, graph: graphFactor(graph, entry.entry_id) };
       const ranking = rankingOf(brain.memory_policy, entry.class, entry.type);
       const anchor = ranking.anchor === 'created' ? entry.created_at : ranking.anchor === 'updated' ? entry.updated_at : (entry.last_used ?? entry.updated_at);
-      return { cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph: graphFactor(graph, entry.entry_id) };
+      return { cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph: graphFactor(graphs.store, entry.entry_id) };
     }),
   });
   return rows.map((row, i) => ({ ...row, factors: factors[i]!, droppedBy: null }));
+}
+
+/** The lowest composite among a strict draw's native rows: nothing the pass has not returned scores above it. */
+const lastComposite = (scored: Scored[]) => Math.min(...scored.filter((item) => item.mount === null || item.mount.mode === 'materialize').map((item) => item.factors.score));
+
+/** A reference mount's row is read from its version, not the brain's store. */
+const isLive = (item: Scored) => item.mount !== null && item.mount.mode === 'reference';
+
+async function liveMountContents(platform: GatewayServices, items: Scored[]) {
+  const contents = new Map<string, { content: string | null; content_sealed: Buffer | null }>();
+  for (const versionId of new Set(items.map((item) => item.mount!.version_id))) {
+    const found = await packChunkContents(platform.db, versionId, items.filter((item) => item.mount!.version_id === versionId).map((item) => ({ entry_id: item.candidate.entry_id, chunk_index: item.candidate.chunk_index })));
+    for (const [key, value] of found) contents.set(`${versionId}:${key}`, value);
+  }
+  return contents;
 }
 
 /**

@@ -12,6 +12,7 @@ import { openText, sealVector, type StoreKeys } from '../vector-stores/crypto.js
 import { brainKeys, brainOf, embeddingModelOf, type BrainServices } from './brains.js';
 import { chunkAad, titleAad, vectorAad } from './aad.js';
 import { embed, embedTextOf } from './entries.js';
+import { hasMounts } from './mount-repository.js';
 import * as repo from './repository.js';
 import type { reindexBody } from './schemas.js';
 
@@ -44,7 +45,8 @@ export async function reindex(platform: BrainServices, developerId: string, call
   if (target === brain.embedding_model) {
     throw serviceError('invalid_embedding_model', { param: 'embedding_model', message: `This brain already embeds with ${target}.` });
   }
-  // Packs (a later issue) refuse here while a pack is mounted: its reference rows carry the old model's vectors.
+  // A mounted pack's rows (referenced or materialized) carry the old model's vectors.
+  if (await hasMounts(platform.db, brain.id)) throw serviceError('pack_mounted');
   if (!body.confirm) {
     const size = await repo.spaceSize(platform.db, brain.id, brain.active_space);
     const tokens = Math.ceil(size.chars / 4);
@@ -233,6 +235,11 @@ export async function swapReindex(platform: GatewayServices, jobId: string): Pro
     if (!context || context.job.status !== 'in_progress') return 'stopped';
     const { job, brain } = context;
     const counts = await repo.countSpaces(client, brain.id, job.from_space, job.to_space);
+    if (await hasMounts(client, brain.id)) {
+      await failJob(client, job, 'A pack was mounted while the reindex ran; its rows carry the old model. The active space is untouched: unmount it and run the reindex again.');
+      await repo.dropSpace(client, brain.id, job.to_space);
+      return 'refused';
+    }
     if (brain.write_seq !== job.started_write_seq || counts.copied !== counts.source) {
       await failJob(client, job, 'Entries were written while the reindex ran; the swap refused rather than lose them. The active space is untouched: run the reindex again.');
       await repo.dropSpace(client, brain.id, job.to_space);

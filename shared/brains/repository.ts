@@ -90,9 +90,17 @@ export async function dropSpace(q: Queryable, brainId: string, space: number): P
   await q.query(`DELETE FROM ${partitionOf(brainId)} WHERE space = $1`, [space]);
 }
 
+/**
+ * A brain's writers serialize on its row with FOR NO KEY UPDATE: as strong among themselves as FOR
+ * UPDATE, but not blocked by the key-share locks that inserts of its entries and chunks take, so a
+ * long import (a materialize mount's transaction) that inserts first and locks the brain last
+ * cannot deadlock with a writer that queued for the row in between.
+ */
+const BRAIN_LOCK = ' FOR NO KEY UPDATE';
+
 export async function findBrain(q: Queryable, developerId: string, id: string, lock?: 'update'): Promise<BrainRow | undefined> {
   const { rows } = await q.query<BrainRow>(
-    `SELECT * FROM brains WHERE id = $1 AND developer_id = $2 AND state = 'active'${lock ? ' FOR UPDATE' : ''}`,
+    `SELECT * FROM brains WHERE id = $1 AND developer_id = $2 AND state = 'active'${lock ? BRAIN_LOCK : ''}`,
     [id, developerId],
   );
   return rows[0];
@@ -100,7 +108,7 @@ export async function findBrain(q: Queryable, developerId: string, id: string, l
 
 /** A brain by id alone (the workflow's activities know the brain from their job), unless it is being deleted. */
 export async function activeBrainById(q: Queryable, id: string, lock?: 'update'): Promise<BrainRow | undefined> {
-  const { rows } = await q.query<BrainRow>(`SELECT * FROM brains WHERE id = $1 AND state = 'active'${lock ? ' FOR UPDATE' : ''}`, [id]);
+  const { rows } = await q.query<BrainRow>(`SELECT * FROM brains WHERE id = $1 AND state = 'active'${lock ? BRAIN_LOCK : ''}`, [id]);
   return rows[0];
 }
 
@@ -160,6 +168,12 @@ export async function currentEntry(q: Queryable, brainId: string, entryId: strin
     [brainId, entryId],
   );
   return rows[0];
+}
+
+/** The titles of these entries' current versions (plaintext or sealed). */
+export async function currentTitles(q: Queryable, brainId: string, entryIds: string[]): Promise<Pick<EntryRow, 'entry_id' | 'title' | 'title_sealed'>[]> {
+  const { rows } = await q.query(`SELECT entry_id, title, title_sealed FROM brain_entries WHERE brain_id = $1 AND entry_id = ANY($2) AND valid_to IS NULL`, [brainId, entryIds]);
+  return rows;
 }
 
 export async function nextVersionId(q: Queryable): Promise<string> {
@@ -525,12 +539,12 @@ export interface ChunkKey {
 }
 
 /** A current chunk's key and what ranks it (its entry's class, type, anchors and use). */
-export interface RankedChunkKey extends ChunkKey, Pick<EntryRow, 'class' | 'type' | 'use_count' | 'created_at' | 'updated_at' | 'last_used'> {}
+export interface RankedChunkKey extends ChunkKey, Pick<EntryRow, 'class' | 'type' | 'use_count' | 'created_at' | 'updated_at' | 'last_used' | 'source_mount_id'> {}
 
 /** The keys of a space's current chunks with what ranks them (what a strict brain's opened vectors must hold). */
 export async function currentChunkKeys(q: Queryable, brainId: string, space: number): Promise<RankedChunkKey[]> {
   const { rows } = await q.query<RankedChunkKey>(
-    `SELECT c.version_id::text AS version_id, c.chunk_index, e.class, e.type, e.use_count, e.created_at, e.updated_at, e.last_used
+    `SELECT c.version_id::text AS version_id, c.chunk_index, e.class, e.type, e.use_count, e.created_at, e.updated_at, e.last_used, e.source_mount_id
      FROM ${partitionOf(brainId)} c JOIN brain_entries e ON e.version_id = c.version_id
      WHERE c.space = $1 AND c.valid_to IS NULL`,
     [space],

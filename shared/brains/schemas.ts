@@ -162,3 +162,22 @@ export const packListQuery = z.strictObject({
 export const grantBody = z.strictObject({
   account_id: z.string().max(64).optional().describe('The account (user id) to share the pack with.'),
 });
+
+export const MOUNT_MODES = ['reference', 'materialize'] as const;
+const mountVersion = withErrorCode(z.number().int().positive(), 'invalid_version');
+const mountScope = z.string().max(1_024).regex(SCOPE_PATH);
+
+export const mountBody = z.strictObject({
+  pack_id: withErrorCode(z.string().min(1).max(64), 'missing_pack_id').describe('A pack you own, or hold through a grant (materialize only).'),
+  mode: withErrorCode(z.enum(MOUNT_MODES), 'invalid_mode').optional().describe('reference (default): read the version where it lies, no copy (plaintext packs of your own account); materialize: a copy re-sealed under the brain’s key.'),
+  version: mountVersion.optional().describe("Default the pack's latest; a ready version."),
+  follow_latest: z.boolean().optional().describe('true: a new version of the pack moves the mount to it (default false).'),
+  scope_map: withErrorCode(z.record(mountScope, mountScope).refine((map) => Object.keys(map).length > 0, 'at least one source path'), 'invalid_scope_map')
+    .optional()
+    .describe('Source scope path to target scope path, by longest prefix; scopes no source path covers are not mounted. Default {"/": "/"}.'),
+});
+
+export const patchMountBody = z.strictObject({
+  version: mountVersion.optional().describe('Re-points a reference mount, or re-materializes a materialize mount, at this ready version.'),
+  follow_latest: z.boolean().optional(),
+});

@@ -4,7 +4,7 @@ import { graphFactor, type QueryGraph } from '../scoring/composite.js';
 import { dot, normalise } from '../scoring/vector-index.js';
 import { openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { vectorAad } from './aad.js';
-import { rankingOf, tunedWeight } from './policy.js';
+import { frozenTierWeight, rankingOf, tunedWeight, type MemoryPolicy, type Tier } from './policy.js';
 import * as repo from './repository.js';
 
 /**
@@ -45,9 +45,12 @@ interface OpenedBrain {
   entryIds: string[];
   scopes: string[];
   position: Map<string, number>;
-  /** What ranks each row: its kind (class and type, an index into `kinds`), anchors and use count, in shared buffers. */
+  /**
+   * What ranks each row: its kind (class, type and, for a row a materialize mount imported, the
+   * mount: an index into `kinds`), anchors and use count, in shared buffers.
+   */
   kind: Int32Array;
-  kinds: { class: string; type: string | null }[];
+  kinds: { class: string; type: string | null; mount: string | null }[];
   createdAt: Float64Array;
   updatedAt: Float64Array;
   lastUsedAt: Float64Array;
@@ -72,8 +75,10 @@ export class StrictBrainVectors {
   /**
    * The `limit` current chunks of best composite within the scope filter, best first (each with its
    * cosine). `graph`, when the query names entities, gives each row its entry's graph factor.
+   * Rows a materialize mount of `mounts` imported rank as pack rows: by their version's frozen
+   * weights, with recency and usage 1.
    */
-  async best(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number, now: number, graph: QueryGraph | null = null): Promise<repo.ChunkCandidate[]> {
+  async best(brain: repo.BrainRow, keys: StoreKeys, query: number[], filter: repo.ScopeFilter, limit: number, now: number, graph: QueryGraph | null = null, mounts: ReadonlyMap<string, FrozenRanking> = new Map()): Promise<repo.ChunkCandidate[]> {
     const opened = await this.brain(brain, keys);
     if (opened.count === 0) return [];
     const allowed = new Uint8Array(opened.capacity);
@@ -87,7 +92,11 @@ export class StrictBrainVectors {
     }
     const unit = Float32Array.from(query);
     normalise(unit);
-    const rankings = opened.kinds.map((kind) => rankingOf(brain.memory_policy, kind.class, kind.type));
+    const rankings = opened.kinds.map((kind) => {
+      const ranking = rankingOf(brain.memory_policy, kind.class, kind.type);
+      const mount = kind.mount === null ? undefined : mounts.get(kind.mount);
+      return mount ? { ...ranking, weight: frozenTierWeight(mount, kind.class, kind.type), fixed: 1 } : { ...ranking, weight: tunedWeight(brain, ranking.tier, ranking.weight), fixed: 0 };
+    });
     const probed = opened.ivf ? probeRows(opened, unit) : undefined;
     const graphs = graph === null ? undefined : graphOfRows(opened, allowed, graph);
     const best = await this.cpu.compositeTopK({
@@ -98,7 +107,8 @@ export class StrictBrainVectors {
       allowed,
       ...(probed && { rows: probed }),
       kind: opened.kind,
-      kindWeight: Float64Array.from(rankings, (ranking) => tunedWeight(brain, ranking.tier, ranking.weight)),
+      kindWeight: Float64Array.from(rankings, (ranking) => ranking.weight),
+      kindFixed: Uint8Array.from(rankings, (ranking) => ranking.fixed),
       kindHalfLife: Float64Array.from(rankings, (ranking) => ranking.halfLifeDays ?? -1),
       kindAnchor: Uint8Array.from(rankings, (ranking) => ANCHORS.indexOf(ranking.anchor)),
       createdAt: opened.createdAt,
@@ -177,7 +187,7 @@ export class StrictBrainVectors {
         grown.entryIds[row] = chunk.entry_id;
         grown.scopes[row] = chunk.scope;
         const entry = ranking.get(String(chunk.version_id))!;
-        grown.kind[row] = kindOf(grown, entry.class, entry.type);
+        grown.kind[row] = kindOf(grown, entry.class, entry.type, entry.source_mount_id);
         grown.createdAt[row] = entry.created_at.getTime();
         grown.updatedAt[row] = entry.updated_at.getTime();
         grown.lastUsedAt[row] = entry.last_used?.getTime() ?? Number.NaN;
@@ -288,13 +298,19 @@ function rankingBuffers(capacity: number) {
 
 const ANCHORS = ['created', 'updated', 'last_used'] as const;
 
+/** What ranks a mounted row: its pack version's frozen policy and tier multipliers. */
+interface FrozenRanking {
+  memory_policy: MemoryPolicy;
+  tier_multipliers: Partial<Record<Tier, number>>;
+}
+
 /** What the cache is current with: content writes, and learning's use counts (which move rows' ranking in place). */
 const freshnessOf = (brain: Pick<repo.BrainRow, 'write_seq' | 'usage_seq'>) => `${brain.write_seq}/${brain.usage_seq}`;
 
-function kindOf(opened: OpenedBrain, entryClass: string, type: string | null): number {
-  const at = opened.kinds.findIndex((kind) => kind.class === entryClass && kind.type === type);
+function kindOf(opened: OpenedBrain, entryClass: string, type: string | null, mount: string | null): number {
+  const at = opened.kinds.findIndex((kind) => kind.class === entryClass && kind.type === type && kind.mount === mount);
   if (at >= 0) return at;
-  opened.kinds.push({ class: entryClass, type });
+  opened.kinds.push({ class: entryClass, type, mount });
   return opened.kinds.length - 1;
 }
 

@@ -108,6 +108,8 @@ export interface CompositeTopKInput {
   kindHalfLife: Float64Array;
   /** 0 created, 1 updated, 2 last used (updated until first used). */
   kindAnchor: Uint8Array;
+  /** 1 for kinds of mounted rows, whose recency and usage are 1 (spec 2, recall with mounts); every kind 0 when absent. */
+  kindFixed?: Uint8Array;
   createdAt: Float64Array;
   updatedAt: Float64Array;
   /** NaN until first used. */
@@ -139,6 +141,10 @@ export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
     // The graph factor is at most 1, so cosine x weight still bounds the row's composite.
     const graph = input.graph ? Math.min(1, Math.max(0, input.graph[row]!)) : 1;
     if (cosine * weight * graph <= floor) continue;
+    if (input.kindFixed?.[kind] === 1) {
+      best.offer(row, cosine * weight * graph);
+      continue;
+    }
     const halfLife = input.kindHalfLife[kind]!;
     const anchorKind = input.kindAnchor[kind];
     const anchor = anchorKind === 0 ? input.createdAt[row]! : anchorKind === 1 || Number.isNaN(input.lastUsedAt[row]!) ? input.updatedAt[row]! : input.lastUsedAt[row]!;

@@ -1,0 +1,165 @@
+import type { GatewayServices } from '../composition/gateway.js';
+import type { CompositeFactors, QueryGraph } from '../scoring/composite.js';
+import { openText, type StoreKeys } from '../vector-stores/crypto.js';
+import { titleAad } from './aad.js';
+import { namesIn } from './entities.js';
+import { normalizeTitle } from './learning-prompts.js';
+import { importedEntryId } from './mounts.js';
+import * as learned from './learning-repository.js';
+import * as packs from './pack-repository.js';
+import * as repo from './repository.js';
+import { remapScope, sourceScopesFor } from './scope-map.js';
+
+/**
+ * Recall with mounts (spec 2): candidates come from the brain's own store (its native rows and
+ * the rows its materialize mounts imported) and from the version each reference mount pins,
+ * read live; pack rows land at their scope_map target scopes and are scored in the same cosine
+ * space. The provenance rules:
+ * 1. A mounted row's recency and usage are 1: the composite keeps cosine x tier weight x graph.
+ * 2. Its tier weight comes from its version's frozen taxonomy and snapshotted tier multipliers.
+ * 3. A native hit claims one of the reserved slots (half of top_k) only when its cosine clears
+ *    NATIVE_RELEVANCE; the other places go to the best rows of any origin.
+ * 4. A native entry suppresses its pack twin: one it explicitly supersedes (the same entry id as
+ *    the pack row's), or one in the same scope sharing its normalised title or an entity.
+ */
+export const NATIVE_RELEVANCE = 0.3;
+
+export type RecallMount = packs.RecallMountRow;
+
+export interface Scored {
+  candidate: repo.ChunkCandidate;
+  entry: repo.RankedVersion;
+  factors: CompositeFactors;
+  droppedBy: 'class_filter' | 'min_score' | 'top_k' | null;
+  /** The mount a pack row came through (a reference mount's live row, or a materialize mount's import); null for native rows. */
+  mount: RecallMount | null;
+  /** A pack row's entry id in its version. */
+  packEntryId: string | null;
+}
+
+/** The brain's ready mounts; none while packs are off (recall then runs its single-brain path). */
+export async function mountsForRecall(platform: Pick<GatewayServices, 'db' | 'config'>, brainId: string): Promise<RecallMount[]> {
+  if (!platform.config.SVC_BRAIN_PACKS_ENABLED) return [];
+  return packs.readyMountsOf(platform.db, brainId);
+}
+
+/**
+ * The graph factors of a recall with mounts (rule 1's graph): once the query names an entity of
+ * the brain or of a mounted version (in the recall's scopes), every row takes its factor from its
+ * own graph: native rows from the brain's, pack rows from their version's (whose entities are not
+ * imported). `store` ranks the brain's own rows (native, and materialized ones by their imported
+ * ids), `ofVersion` a reference mount's live rows by their pack entry ids; both null when nothing
+ * is named (every factor 1).
+ */
+export interface MountedGraphs {
+  store: QueryGraph | null;
+  ofVersion: (versionId: string) => QueryGraph | null;
+}
+
+const NOTHING_NAMED: QueryGraph = { named: new Set(), neighbours: new Set() };
+
+export async function mountedGraphs(platform: Pick<GatewayServices, 'db'>, native: QueryGraph | null, mounts: RecallMount[], filter: repo.ScopeFilter, queryText: string): Promise<MountedGraphs> {
+  const inScope = (mount: RecallMount, scope: string) => {
+    const target = remapScope(mount.scope_map, scope);
+    return target !== null && repo.scopeMatches(filter, target);
+  };
+  const byVersion = new Map(mounts.map((mount) => [mount.version_id, mount]));
+  const named = (await packs.packEntitiesNamed(platform.db, [...byVersion.keys()], namesIn(queryText))).filter((entity) => inScope(byVersion.get(entity.version_id)!, entity.scope));
+  if (native === null && named.length === 0) return { store: null, ofVersion: () => null };
+
+  const graphs = new Map<string, { named: Set<string>; neighbours: Set<string> }>();
+  for (const link of await packs.packEntityLinks(platform.db, named)) {
+    const graph = graphs.get(link.version_id) ?? { named: new Set<string>(), neighbours: new Set<string>() };
+    (link.named ? graph.named : graph.neighbours).add(link.entry_id);
+    graphs.set(link.version_id, graph);
+  }
+  const store = { named: new Set(native?.named), neighbours: new Set(native?.neighbours) };
+  for (const mount of mounts.filter((candidate) => candidate.mode === 'materialize')) {
+    const graph = graphs.get(mount.version_id);
+    for (const entryId of graph?.named ?? []) store.named.add(importedEntryId(mount.mount_id, mount.version, entryId));
+    for (const entryId of graph?.neighbours ?? []) store.neighbours.add(importedEntryId(mount.mount_id, mount.version, entryId));
+  }
+  return { store, ofVersion: (versionId) => graphs.get(versionId) ?? NOTHING_NAMED };
+}
+
+/** A reference mount's `limit` rows nearest the query among those that land in the recall's scopes, as candidates at their target scopes. */
+export async function drawFromMount(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, limit: number): Promise<{ rows: Omit<Scored, 'factors' | 'droppedBy'>[]; drawn: number; lastCosine: number }> {
+  const drawn = await packs.nearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), limit);
+  const facts = await packs.packEntryFacts(platform.db, mount.version_id, [...new Set(drawn.map((chunk) => chunk.entry_id))]);
+  const rows = drawn.flatMap((chunk) => {
+    const target = remapScope(mount.scope_map, chunk.scope);
+    const fact = facts.get(chunk.entry_id);
+    if (target === null || !fact || !repo.scopeMatches(filter, target)) return [];
+    const entry: repo.RankedVersion = {
+      version_id: mount.version_id, brain_id: brainId, entry_id: chunk.entry_id, scope: target, class: fact.class, type: fact.type, body_bytes: '0', trust: fact.trust,
+      origin: 'reference', source_mount_id: mount.mount_id, source: fact.source, use_count: 0, last_used: null, created_at: fact.created_at, updated_at: fact.updated_at,
+      valid_from: fact.created_at, valid_to: null, chunks: 0,
+    };
+    return [{ candidate: { version_id: mount.version_id, chunk_index: chunk.chunk_index, entry_id: chunk.entry_id, scope: target, cosine: chunk.cosine }, entry, mount, packEntryId: chunk.entry_id }];
+  });
+  return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
+}
+
+/**
+ * Rules 4 then 3 over the eligible rows (best first): pack twins of native rows leave, then the
+ * top_k places are filled, native rows above NATIVE_RELEVANCE first for up to half of them.
+ * Returns the hits (best first) and the twins suppressed.
+ */
+export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, eligible: Scored[], topK: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
+  const twins = await packTwins(platform, brain, keys, eligible);
+  const ranked = eligible.filter((item) => !twins.has(item));
+  const reserved = ranked.filter((item) => item.mount === null && item.candidate.cosine >= NATIVE_RELEVANCE).slice(0, Math.ceil(topK / 2));
+  const chosen = new Set(reserved);
+  for (const item of ranked) {
+    if (chosen.size >= topK) break;
+    chosen.add(item);
+  }
+  return { hits: ranked.filter((item) => chosen.has(item)), twins };
+}
+
+/** Pack rows a native row among the candidates supersedes (rule 4). */
+async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[]): Promise<Set<Scored>> {
+  const native = rows.filter((item) => item.mount === null);
+  const mounted = rows.filter((item) => item.mount !== null && item.packEntryId !== null);
+  if (native.length === 0 || mounted.length === 0) return new Set();
+  const nativeIds = [...new Set(native.map((item) => item.entry.entry_id))];
+  const [nativeTitles, nativeNames] = await Promise.all([nativeTitlesOf(platform, brain, keys, nativeIds), learned.entityNamesOfEntries(platform.db, brain.id, nativeIds)]);
+  const nativeByScope = new Map<string, { ids: Set<string>; titles: Set<string>; names: Set<string> }>();
+  for (const item of native) {
+    const at = nativeByScope.get(item.entry.scope) ?? { ids: new Set(), titles: new Set(), names: new Set() };
+    const title = nativeTitles.get(item.entry.entry_id);
+    if (title) at.titles.add(title);
+    for (const name of nativeNames.get(item.entry.entry_id) ?? []) at.names.add(name);
+    nativeByScope.set(item.entry.scope, at);
+  }
+  const supersededIds = new Set(nativeIds);
+  const twins = new Set<Scored>();
+  const byVersion = new Map<string, Scored[]>();
+  for (const item of mounted) byVersion.set(item.mount!.version_id, [...(byVersion.get(item.mount!.version_id) ?? []), item]);
+  for (const [versionId, items] of byVersion) {
+    const packIds = [...new Set(items.map((item) => item.packEntryId!))];
+    const [facts, names] = await Promise.all([packs.packEntryFacts(platform.db, versionId, packIds), packs.packEntityNames(platform.db, versionId, packIds)]);
+    for (const item of items) {
+      if (supersededIds.has(item.packEntryId!)) {
+        twins.add(item);
+        continue;
+      }
+      const same = nativeByScope.get(item.entry.scope);
+      if (!same) continue;
+      const fact = facts.get(item.packEntryId!);
+      // A sealed pack's title stays sealed here: its twins are found by entity and entry id.
+      const title = fact?.title ? normalizeTitle(fact.title) : '';
+      if ((title !== '' && same.titles.has(title)) || (names.get(item.packEntryId!) ?? []).some((name) => same.names.has(name))) twins.add(item);
+    }
+  }
+  return twins;
+}
+
+async function nativeTitlesOf(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, entryIds: string[]): Promise<Map<string, string>> {
+  const titles = new Map<string, string>();
+  for (const entry of await repo.currentTitles(platform.db, brain.id, entryIds)) {
+    const title = entry.title ?? (entry.title_sealed ? openText(keys!, entry.title_sealed, titleAad(brain.id, entry.entry_id)) : null);
+    if (title) titles.set(entry.entry_id, normalizeTitle(title));
+  }
+  return titles;
+}
