@@ -61,6 +61,10 @@ describe('observe', () => {
     expect(outcome.id).toMatch(/^blp_/);
     expect(outcome.changed.map((change: { action: string }) => change.action)).toEqual(['added', 'added']);
     expect(outcome.costUsd).toBeGreaterThan(0);
+    // The pass reports what its calls were billed: the recall's query embedding, the extraction and the new memories' embeddings.
+    const billed = await db().query(`SELECT count(*)::int AS calls, coalesce(sum(billable_micros), 0)::bigint AS micros FROM usage_records WHERE request_id = $1`, [`learn_${outcome.id.slice(4, 28)}`]);
+    expect(billed.rows[0].calls).toBe(3);
+    expect(outcome.costUsd).toBeCloseTo(Number(billed.rows[0].micros) / 1e6, 6);
 
     const memories = await memoriesOf(brain);
     expect(memories.map(({ type, title, body, trust }) => ({ type, title, body, trust }))).toEqual([
@@ -135,6 +139,16 @@ describe('observe', () => {
     expect((await get(`/v1/brains/${brain}/conflicts`)).body.data).toEqual([]);
     expectError(await post(`/v1/brains/${brain}/conflicts`, { conflict_id: contradicted.conflicts[0] }), 409, 'conflict_resolved');
     expectError(await post(`/v1/brains/${brain}/conflicts`, { conflict_id: 'bcfl_nope' }), 404, 'not_found');
+  });
+
+  it('a transcript that states a thing twice, or changes it as it goes, gives one memory as it last stood', async () => {
+    const brain = await newBrain();
+    const outcome = await learn(brain, 'user: The queue is RabbitMQ.\nassistant: Noted.\nuser: The queue is RabbitMQ.\nuser: The deploy target is Kubernetes.\nassistant: Noted.\nuser: The deploy target is Nomad.');
+    expect(outcome.changed.map((change: { action: string }) => change.action)).toEqual(['added', 'added']);
+    expect((await memoriesOf(brain)).map(({ title, body }) => ({ title, body }))).toEqual([
+      { title: 'deploy target is', body: 'The deploy target is Nomad.' },
+      { title: 'queue is', body: 'The queue is RabbitMQ.' },
+    ]);
   });
 
   it('rejects a transcript whose lines are not user: or assistant: lines (400 invalid_transcript)', async () => {

@@ -238,9 +238,9 @@ export async function embed(platform: GatewayServices, call: MeteredCall, brain:
 /** A memory is one chunk however long: its vector is of the first 100,000 characters, an embedding input's limit. */
 const firstEmbeddable = (text: string) => text.slice(0, 100_000);
 
-/** Embeds one recall query the same way. */
-export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string): Promise<number[]> {
-  return (await embed(platform, call, brain, [query], `brain-recall:${call.requestId}`))[0]!;
+/** Embeds one recall query the same way; `spent` adds up its charge for work that reports its cost. */
+export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string, spent?: { micros: number }): Promise<number[]> {
+  return (await embed(platform, call, brain, [query], `brain-recall:${call.requestId}`, spent))[0]!;
 }
 
 /** An entry's title and body as the brain stores them: plaintext, or sealed under its key (standard, strict). */

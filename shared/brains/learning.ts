@@ -220,7 +220,7 @@ export async function extractMemories(platform: LearnServices, passId: string): 
   }
   try {
     const call = await passCall(platform, pass);
-    const recalled = pass.origin === 'ambient' ? await ambientRecalled(platform, brain, keys, pass) : await recallIntoTurn(platform, brain, call, pass, transcript);
+    const recalled = pass.origin === 'ambient' ? await ambientRecalled(platform, brain, keys, pass) : await recallIntoTurn(platform, brain, call, pass, transcript, spent);
     const content = await learningChat(platform, call, extractionRequest(platform.config.BRAIN_LEARN_MODEL, brain.memory_policy, transcript, recalled.memories), `learn:${pass.id}:extract`, spent);
     const answer = parseAnswer(extractionAnswer, content);
     if (!answer) return { next: 'done', result: await endPass(platform, pass, 'failed', { reason: 'extraction_unparseable', costMicros: spent.micros }) };
@@ -298,9 +298,9 @@ interface RecalledIntoTurn {
 }
 
 /** An observed turn had no recall of its own: the memories recall gives its user lines at its scope stand for it. */
-async function recallIntoTurn(platform: LearnServices, brain: repo.BrainRow, call: MeteredCall, pass: learned.LearnPassRow, transcript: TranscriptLine[]): Promise<RecalledIntoTurn> {
+async function recallIntoTurn(platform: LearnServices, brain: repo.BrainRow, call: MeteredCall, pass: learned.LearnPassRow, transcript: TranscriptLine[], spent: { micros: number }): Promise<RecalledIntoTurn> {
   const question = transcript.filter((line) => line.role === 'user').map((line) => line.text).join('\n').slice(0, 100_000);
-  const hits = (await recall(platform, brain.developer_id, call, brain.id, { query: question, scope: pass.scope, classes: ['memory'], top_k: RECALLED_INTO_TURN })).data;
+  const hits = (await recall(platform, brain.developer_id, call, brain.id, { query: question, scope: pass.scope, classes: ['memory'], top_k: RECALLED_INTO_TURN }, spent)).data;
   const native = hits.filter((hit) => hit.source.store === 'native');
   return {
     memories: native.map((hit) => ({ entryId: hit.entry_id, content: hit.content })),
@@ -416,7 +416,7 @@ async function decide(platform: LearnServices, call: MeteredCall, brain: repo.Br
   const names = await learned.entityNamesOfEntries(platform.db, brain.id, stored.map((entry) => entry.entry_id));
   const memories: OpenedMemory[] = stored.map((entry) => ({ entry, ...openEntry(keys, entry), entityNames: names.get(entry.entry_id) ?? [] }));
   const decisions: Decision[] = [];
-  for (const [index, memory] of candidates.entries()) {
+  for (const [index, memory] of latestPerTitle(candidates).entries()) {
     const type = typeOf(brain.memory_policy, memory);
     if (!type) continue;
     const tier = rankingOf(brain.memory_policy, 'memory', type).tier;
@@ -437,6 +437,16 @@ async function decide(platform: LearnServices, call: MeteredCall, brain: repo.Br
     decisions.push(decision);
   }
   return decisions;
+}
+
+/**
+ * One candidate per normalised title: a transcript stating the same thing twice, or changing it
+ * as it goes ("Kubernetes... no, Nomad"), gives one memory, as its last statement has it.
+ */
+function latestPerTitle(candidates: CandidateMemory[]): CandidateMemory[] {
+  const last = new Map<string, number>();
+  candidates.forEach((memory, index) => last.set(normalizeTitle(memory.title) || `#${index}`, index));
+  return candidates.filter((memory, index) => last.get(normalizeTitle(memory.title) || `#${index}`) === index);
 }
 
 /** The taxonomy's type for a candidate: its own, or the first type of the tier it gave; none, and it is dropped. */

@@ -29,7 +29,8 @@ const FIRST_DRAW = 256;
 const MAX_DRAW = 4_096;
 
 
-export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>) {
+/** `spent` adds up the query's embedding charge, for work that reports its cost (a learn pass). */
+export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, spent?: { micros: number }) {
   const brain = await brainOf(platform.db, developerId, brainId);
   const topK = Math.min(body.top_k ?? DEFAULT_TOP_K, MAX_TOP_K);
   const asOf = body.as_of ? new Date(body.as_of) : null;
@@ -41,7 +42,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const mounts = await mountsForRecall(platform, brain.id);
   // The entities the query names are looked up while the query is embedded.
   const [query, graphs] = await Promise.all([
-    embedQuery(platform, call, brain, body.query),
+    embedQuery(platform, call, brain, body.query, spent),
     queryGraph(platform.db, brain.id, filter, body.query).then((native) => (mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query))),
   ]);
   const graph = graphs.store;
