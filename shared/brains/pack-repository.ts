@@ -172,10 +172,11 @@ export interface SnapshotChunk {
   embedding_sealed: Buffer | null;
 }
 
-/** The chunks of these entry versions in one space. */
-export async function chunksOfVersions(q: Queryable, brainId: string, space: number, versionIds: string[]): Promise<SnapshotChunk[]> {
+/** The chunks of these entry versions in one space; without `vectors`, their text only (what the secret scan reads: a tenth of the bytes). */
+export async function chunksOfVersions(q: Queryable, brainId: string, space: number, versionIds: string[], vectors = true): Promise<SnapshotChunk[]> {
+  const vectorColumns = vectors ? 'embedding::text AS embedding, embedding_sealed' : 'NULL AS embedding, NULL AS embedding_sealed';
   const { rows } = await q.query<SnapshotChunk>(
-    `SELECT version_id, entry_id, chunk_index, scope, content, content_sealed, embedding::text AS embedding, embedding_sealed
+    `SELECT version_id, entry_id, chunk_index, scope, content, content_sealed, ${vectorColumns}
      FROM ${partitionOf(brainId)} WHERE space = $1 AND version_id = ANY($2::bigint[]) ORDER BY entry_id, chunk_index`,
     [space, versionIds],
   );
@@ -337,7 +338,8 @@ export async function nearestPackChunks(db: Db, versionId: string, dims: number,
   const scoped = filter === null ? 'true' : `(c.scope = ANY($3) OR c.scope LIKE ANY($4))`;
   const params: unknown[] = [query, limit, ...(filter === null ? [] : [filter.scopes, filter.prefixes.map((prefix) => `${likePrefix(prefix)}/%`)])];
   return withTransaction(db, async (client) => {
-    await client.query(`SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(300, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+    // As the brain's own search (repository.ts nearestChunks): left to itself PostgreSQL reads and sorts the whole version (measured 84-91 ms against 22-26 ms at 10,000 chunks).
+    await client.query(`SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(300, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
     return (await client.query<PackCandidate>(
       `SELECT c.entry_id, c.chunk_index, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine FROM ${versionPartitionOf(versionId)} c
        WHERE ${scoped} ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { withTransaction, type Queryable } from '../db/pool.js';
+import { withIndexBuildMemory, withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { isUuid, newId } from '../ids.js';
 import { openText, openVectorInto, sealText, sealVector, storeKeys, type StoreKeys } from '../vector-stores/crypto.js';
@@ -102,7 +102,7 @@ async function checkGates(platform: PackServices, brain: repo.BrainRow): Promise
     throw serviceError('pack_too_large', { message: `The brain holds ${size.entries} native entries and ${size.chunks} chunks; a pack takes at most ${maxEntries} and ${maxChunks}.` });
   }
   const keys = await brainKeys(platform, brain);
-  for await (const { entries, chunks } of snapshotPages(platform.db, brain, brain.active_space, snapshotAt)) {
+  for await (const { entries, chunks } of snapshotPages(platform.db, brain, brain.active_space, snapshotAt, false)) {
     const scopes = new Map(entries.map((entry) => [entry.entry_id, entry.scope]));
     const items = [
       ...entries.flatMap((entry) => {
@@ -123,11 +123,11 @@ async function checkGates(platform: PackServices, brain: repo.BrainRow): Promise
 }
 
 /** The brain's native entries valid at `at`, a page at a time, each with its chunks in `space`. */
-async function* snapshotPages(q: Queryable, brain: Pick<repo.BrainRow, 'id'>, space: number, at: Date) {
+async function* snapshotPages(q: Queryable, brain: Pick<repo.BrainRow, 'id'>, space: number, at: Date, vectors = true) {
   for (let after = ''; ; ) {
     const entries = await packs.snapshotEntries(q, brain.id, at, after, COPY_PAGE);
     if (entries.length === 0) return;
-    const chunks = await packs.chunksOfVersions(q, brain.id, space, entries.map((entry) => entry.version_id));
+    const chunks = await packs.chunksOfVersions(q, brain.id, space, entries.map((entry) => entry.version_id), vectors);
     yield { entries, chunks };
     after = entries.at(-1)!.entry_id;
   }
@@ -175,7 +175,7 @@ export async function indexBuiltVersion(platform: PackServices, versionId: strin
   const version = await packs.versionById(platform.db, versionId);
   if (version?.status !== 'ready') return;
   const pack = (await packs.packById(platform.db, version.pack_id))!;
-  if (pack.encryption_at_publish === 'none') await packs.indexVersion(platform.db, versionId, pack.embedding_dims, PACK_HNSW);
+  if (pack.encryption_at_publish === 'none') await withIndexBuildMemory(platform.db, (client) => packs.indexVersion(client, versionId, pack.embedding_dims, PACK_HNSW));
 }
 
 export async function failVersion(platform: PackServices, versionId: string, reason: string): Promise<void> {

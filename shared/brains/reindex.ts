@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { backgroundCall } from '../billing/background-call.js';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { withTransaction, type Queryable } from '../db/pool.js';
+import { withIndexBuildMemory, withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
@@ -222,7 +222,7 @@ export async function embedMissingChunks(platform: GatewayServices, jobId: strin
 export async function indexReindexSpace(platform: GatewayServices, jobId: string): Promise<void> {
   const context = await contextOf(platform.db, jobId);
   if (!context || context.job.status !== 'in_progress' || context.brain.encryption === 'strict') return;
-  await repo.createSpaceIndex(platform.db, context.brain.id, context.job.to_space, context.job.to_dims);
+  await withIndexBuildMemory(platform.db, (client) => repo.createSpaceIndex(client, context.brain.id, context.job.to_space, context.job.to_dims));
 }
 
 /**
