@@ -60,6 +60,10 @@ const configSchema = z.object({
     .string()
     .refine((id) => catalogModel(id)?.kind === 'embedding', 'an embedding model id of the catalog, such as svc:openai/text-embedding-3-small')
     .default('svc:openai/text-embedding-3-small'),
+  /** POST /v1/signup of the hive answers only when the operator starts the server with this on. */
+  HIVE_SIGNUP_ENABLED: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  /** Signups one client address may attempt per hour, counted in the database so every replica counts alike. */
+  HIVE_SIGNUP_PER_HOUR: z.coerce.number().int().min(1).max(10_000).default(5),
 
   DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/svc_platform'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),

@@ -2,7 +2,10 @@ import express, { type Express } from 'express';
 import type { HiveServices } from '../../shared/composition/hive.js';
 import { createBaseApp } from '../middleware/base-app.js';
 import { errorHandler, notFound } from './errors.js';
+import { mountHiveRoutes } from './route-table.js';
 import { healthRoutes } from './routes/health.js';
+import { identityRoutes } from './routes/identity.js';
+import { memoryRoutes } from './routes/memories.js';
 
 /**
  * The memory hive's HTTP front door (spec 3), a server of its own beside the gateway. The same
@@ -16,6 +19,7 @@ export function createHiveApp(hive: HiveServices): Express {
   app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
   app.use(healthRoutes(hive));
+  app.use(mountHiveRoutes(hive, [...identityRoutes(hive), ...memoryRoutes(hive)]));
 
   app.use(notFound);
   app.use(errorHandler);

@@ -2,20 +2,24 @@ import type { Config } from '../config.js';
 import { createLogger } from '../logger.js';
 import { catalogModel, type CatalogModel } from '../models/catalog.js';
 import { createInfrastructure, type Infrastructure } from '../platform/infrastructure.js';
+import { ProviderRegistry } from '../providers/registry.js';
 
 /**
  * The memory hive's composition root: the process's infrastructure plus the hive's own services.
- * None of the gateway's services (metering, rate limits, providers, client tokens) are built here:
- * the hive is a server of its own that shares the database, not the gateway's domains.
+ * None of the gateway's metering, rate limits or client tokens are built here: the hive is a server
+ * of its own that shares the database, not the gateway's domains. It does share the provider
+ * adapters, to embed with HIVE_EMBEDDING_MODEL (unmetered until the hive's own wallet exists).
  */
 export interface HiveServices extends Infrastructure {
   /** The catalog model the hive embeds memories with (HIVE_EMBEDDING_MODEL). */
   embeddingModel: CatalogModel;
+  /** The gateway's provider adapters: the hive embeds recall queries through them (memories are embedded by the worker). */
+  providers: ProviderRegistry;
 }
 
 export function createHiveServices(config: Config, processName = 'hive', logger = createLogger(config, processName)): HiveServices {
   // loadConfig checked the id against the catalog; a Config built some other way is checked here.
   const embeddingModel = catalogModel(config.HIVE_EMBEDDING_MODEL);
   if (embeddingModel?.kind !== 'embedding') throw new Error(`HIVE_EMBEDDING_MODEL ${config.HIVE_EMBEDDING_MODEL} is not an embedding model of the catalog`);
-  return { ...createInfrastructure(config, processName, logger), embeddingModel };
+  return { ...createInfrastructure(config, processName, logger), embeddingModel, providers: new ProviderRegistry(config.providers) };
 }
