@@ -26,6 +26,7 @@ import { runEmulatorEmbeddingsBench } from './emulator-embeddings.js';
 import { runVectorStoreBench } from './vector-stores.js';
 import { runAssistantBench } from './assistants.js';
 import { runBrainBench } from './brains.js';
+import { runPackBench } from './packs.js';
 import { goal, section, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,7 +34,7 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants|brains runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants|brains|packs runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -229,8 +230,23 @@ if (runs('brains')) {
   });
 }
 
+if (runs('packs')) {
+  console.log('');
+  section(
+    'packs',
+    'Packs',
+    'Issue 28. Publish of a brain of one-chunk entries (1,536 dimensions, the emulator\'s embeddings of the corpus the brains bench uses, written straight into the tables) until its version is ready, with its steps; a materialize mount of that version into an empty plaintext and an empty standard (sealed) brain of the same account until the mount is ready; and recall (top_k 8) of a plaintext brain of as many native entries with a reference mount of the version, beside the same brain\'s recall before the mount. In the bench\'s process against a Temporal dev server of its own, the workflows and the platform\'s activities on a Temporal worker in this process, the emulator in its own process. On a 2-core VM shared with whatever else runs, figures move between runs. BENCH_PACK_ENTRIES, BENCH_PACK_QUERIES and BENCH_PACK_CONSUMERS change the sizes.',
+  );
+  await runPackBench({
+    databaseUrl: benchDatabase.toString(),
+    entries: Number(process.env.BENCH_PACK_ENTRIES ?? 10_000),
+    queries: Number(process.env.BENCH_PACK_QUERIES ?? 200),
+    warmup: 20,
+  });
+}
+
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains']);
+writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs']);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });
