@@ -92,9 +92,9 @@ describe('hive errors', () => {
     const get = await call(hiveServer.baseUrl, '/v1/nothing-here?x=1');
     expect(get.status).toBe(404);
     expect(get.body).toEqual({ error: 'Not found: GET /v1/nothing-here' });
-    const post = await call(hiveServer.baseUrl, '/v1/brief', { method: 'POST', json: { budget: 100 } });
+    const post = await call(hiveServer.baseUrl, '/v1/nowhere', { method: 'POST', json: { budget: 100 } });
     expect(post.status).toBe(404);
-    expect(post.body).toEqual({ error: 'Not found: POST /v1/brief' });
+    expect(post.body).toEqual({ error: 'Not found: POST /v1/nowhere' });
   });
 
   it('answer a body that does not parse with 400 and spec 3 error body, not the gateway envelope', async () => {

@@ -2,10 +2,20 @@ import express, { type Express } from 'express';
 import type { HiveServices } from '../../shared/composition/hive.js';
 import { createBaseApp } from '../middleware/base-app.js';
 import { errorHandler, notFound } from './errors.js';
-import { mountHiveRoutes } from './route-table.js';
+import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
 import { healthRoutes } from './routes/health.js';
 import { identityRoutes } from './routes/identity.js';
 import { memoryRoutes } from './routes/memories.js';
+import { pageRoutes } from './routes/pages.js';
+import { reportRoutes } from './routes/reports.js';
+import { sessionRoutes } from './routes/sessions.js';
+
+/** Every route of the hive, in one table: the API is mounted from it and the docs pages are written from it. */
+export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
+  const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
+  definitions.push(...pageRoutes(definitions));
+  return definitions;
+}
 
 /**
  * The memory hive's HTTP front door (spec 3), a server of its own beside the gateway. The same
@@ -18,8 +28,7 @@ export function createHiveApp(hive: HiveServices): Express {
   const app = createBaseApp(config, logger);
   app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
-  app.use(healthRoutes(hive));
-  app.use(mountHiveRoutes(hive, [...identityRoutes(hive), ...memoryRoutes(hive)]));
+  app.use(mountHiveRoutes(hive, hiveRouteTable(hive)));
 
   app.use(notFound);
   app.use(errorHandler);

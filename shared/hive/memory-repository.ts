@@ -39,7 +39,7 @@ export interface MemoryRow {
   rank: number;
 }
 
-const MEMORY_COLUMNS = `m.id, m.org_id, m.node_id, n.name_path AS node_path, m.scope, m.title, m.title_key, m.body, m.kind, m.pinned,
+export const MEMORY_COLUMNS = `m.id, m.org_id, m.node_id, n.name_path AS node_path, m.scope, m.title, m.title_key, m.body, m.kind, m.pinned,
   m.version, m.superseded_by, m.created_at, m.created_by, m.created_token, m.created_source, m.updated_at, m.updated_by,
   m.updated_token, m.updated_source, m.verified_at, m.verified_by, m.verified_token, m.forgotten_at, m.forgotten_by,
   m.forgotten_token, m.embedded_version`;

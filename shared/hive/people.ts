@@ -6,6 +6,7 @@ import { nodeWithRole, requirePerson, type HiveCredential } from './access.js';
 import { hiveError } from './errors.js';
 import * as repo from './repository.js';
 import { rankOf, roleOfRank, type Role } from './roles.js';
+import { userModel } from './traits.js';
 import { mintDeviceCodes, mintToken, hashSecret, normaliseUserCode } from './tokens.js';
 
 /**
@@ -116,8 +117,8 @@ export async function whoami(db: Queryable, credential: HiveCredential) {
       token,
       person: { id: credential.personId, email: credential.email, guardrail_authority: credential.guardrailAuthority, axiom_authority: credential.axiomAuthority },
       grants: grants.map((grant) => ({ node: { id: grant.node_id, path: grant.name_path }, role: grant.role })),
-      // The per-person user model (traits with their evidence) comes with /v1/traits.
-      traits: [],
+      // The per-person user model: each line with the evidence it rests on (/v1/traits writes it).
+      traits: await userModel(db, credential.personId),
     };
   }
   const node = await repo.nodeById(db, credential.grant!.nodeId);
