@@ -25,9 +25,9 @@ describe('GET /v1/compatibility is derived from the mounted routes', () => {
     expect([...listed].sort()).toEqual([...new Set(mounted)].sort());
   });
 
-  it('lists files and batches as available, and what is not built yet as planned', () => {
+  it('lists every built surface as available (files, batches, vector stores, assistants, conversations, brains, packs)', () => {
     const status = Object.fromEntries(surfaces.map((surface) => [surface.surface, surface.status]));
-    expect(status).toMatchObject({ files: 'available', batches: 'available', 'chat.completions': 'available', vector_stores: 'available', assistants: 'available', conversations: 'available', brains: 'available', packs: 'planned' });
+    expect(status).toMatchObject({ files: 'available', batches: 'available', 'chat.completions': 'available', vector_stores: 'available', assistants: 'available', conversations: 'available', brains: 'available', packs: 'available' });
     expect(surfaces.find((surface) => surface.surface === 'files')?.compatible_with).toBe('openai.files');
   });
 
