@@ -64,8 +64,9 @@ describe('POST /v1/signup', () => {
     const closed = await startHiveWorld({ HIVE_SIGNUP_ENABLED: 'false' });
     try {
       const response = await closed.post('/v1/signup', undefined, { email: 'closed@example.test', password: 'correct horse battery', organisation: 'closed' });
-      expect(response.status).toBe(404);
-      expect(response.body).toEqual({ error: 'Signup is not enabled on this server.' });
+      expect(response).toMatchObject({ status: 404, body: { error: 'Not found: POST /v1/signup' } });
+      // Whatever the body: nothing is validated on a path that is not served.
+      expect(await closed.post('/v1/signup', undefined, { email: 'not an address' })).toMatchObject({ status: 404 });
     } finally {
       await closed.close();
     }

@@ -8,12 +8,17 @@ import { hiveRoute, type HiveRouteDefinition } from '../route-table.js';
 export function identityRoutes(hive: HiveServices): HiveRouteDefinition[] {
   const { db } = hive;
   return [
-    hiveRoute({
-      method: 'post', path: '/v1/signup', summary: 'Create an organisation and its owner (only when the server runs with HIVE_SIGNUP_ENABLED)', access: 'public', body: signupBody,
-      handle: async ({ req, res, body }) => {
-        res.status(201).json(await signup(hive, body, req.ip ?? req.socket.remoteAddress ?? 'unknown'));
-      },
-    }),
+    // Only a server started with the signup option serves it (nor do /llms.txt and /docs list it otherwise): closed, it is an unknown path.
+    ...(hive.config.HIVE_SIGNUP_ENABLED
+      ? [
+          hiveRoute({
+            method: 'post', path: '/v1/signup', summary: 'Create an organisation and its owner (only when the server runs with HIVE_SIGNUP_ENABLED)', access: 'public', body: signupBody,
+            handle: async ({ req, res, body }) => {
+              res.status(201).json(await signup(hive, body, req.ip ?? req.socket.remoteAddress ?? 'unknown'));
+            },
+          }),
+        ]
+      : []),
     hiveRoute({
       method: 'post', path: '/v1/device/start', summary: 'Start the device flow: a device code to poll with and a user code to show', access: 'public', body: emptyBody,
       handle: async ({ res }) => {
