@@ -4,6 +4,7 @@ import { insertPack, insertVersion, versionPartitionOf } from '../shared/brains/
 import { partitionOf } from '../shared/brains/repository.js';
 import { newId } from '../shared/ids.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { brainApi } from './support/brain-api.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
 import { pollUntil } from './support/poll.js';
@@ -33,27 +34,14 @@ afterAll(async () => {
   await emulated?.close();
 });
 
-const send = (method: string, path: string, json?: unknown, key = developer.key) => call(gateway.baseUrl, path, { method, ...(json !== undefined && { json }), headers: bearer(key) });
-const post = (path: string, json: unknown, key?: string) => send('POST', path, json, key);
-const get = (path: string, key?: string) => send('GET', path, undefined, key);
+const { send, post, get, newBrain, write, publish: publishAny } = brainApi(() => gateway.baseUrl, () => developer.key);
 const db = () => gateway.platform.db;
 
-async function newBrain(body: Record<string, unknown> = {}, key?: string): Promise<string> {
-  const created = await post('/v1/brains', { name: `mount test ${Math.random()}`, ...body }, key);
-  expect(created.status, JSON.stringify(created.body)).toBe(200);
-  return created.body.id;
-}
-
-async function write(brainId: string, entry: Record<string, unknown>, key?: string): Promise<void> {
-  const written = await send('PUT', `/v1/brains/${brainId}/entries`, entry, key);
-  expect(written.status, JSON.stringify(written.body)).toBe(200);
-}
-
+/** A publish that built in the request: ready. */
 async function publish(brainId: string, body: Record<string, unknown> = {}, key?: string): Promise<{ id: string; pack_id: string; version: number; entry_count: number; chunk_count: number }> {
-  const published = await post(`/v1/brains/${brainId}/publish`, body, key);
-  expect(published.status, JSON.stringify(published.body)).toBe(200);
-  expect(published.body.status).toBe('ready');
-  return published.body;
+  const published = await publishAny(brainId, body, key);
+  expect(published.status).toBe('ready');
+  return published;
 }
 
 /** A brain with one entry, published: its pack's first version. */

@@ -5,7 +5,8 @@ import { remapScope, sourceScopesFor } from '../shared/brains/scope-map.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
 import { pollUntil } from './support/poll.js';
-import { bearer, call, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+import { brainApi } from './support/brain-api.js';
+import type { TestDeveloper, TestPlatform } from './support/test-platform.js';
 
 /**
  * Recall with mounts against the real services (spec 2, "Recall with mounts"): pack rows from a
@@ -28,16 +29,13 @@ afterAll(async () => {
   await emulated?.close();
 });
 
-const send = (method: string, path: string, json?: unknown) => call(gateway.baseUrl, path, { method, ...(json !== undefined && { json }), headers: bearer(developer.key) });
+const { send, newBrain, write } = brainApi(() => gateway.baseUrl, () => developer.key);
 
 async function ok(method: string, path: string, json?: unknown) {
   const answer = await send(method, path, json);
   expect(answer.status, `${method} ${path}: ${JSON.stringify(answer.body)}`).toBe(200);
   return answer.body;
 }
-
-const newBrain = async (body: Record<string, unknown> = {}): Promise<string> => (await ok('POST', '/v1/brains', { name: `pack recall ${Math.random()}`, ...body })).id;
-const write = (brainId: string, entry: Record<string, unknown>) => ok('PUT', `/v1/brains/${brainId}/entries`, entry);
 
 interface Hit {
   entry_id: string;

@@ -2,6 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { versionPartitionOf } from '../shared/brains/pack-repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { brainApi } from './support/brain-api.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
 import { pollUntil } from './support/poll.js';
@@ -28,28 +29,8 @@ afterAll(async () => {
   await emulated?.close();
 });
 
-const send = (method: string, path: string, json?: unknown, key = developer.key) => call(gateway.baseUrl, path, { method, ...(json !== undefined && { json }), headers: bearer(key) });
-const post = (path: string, json: unknown, key?: string) => send('POST', path, json, key);
-const get = (path: string, key?: string) => send('GET', path, undefined, key);
+const { send, post, get, newBrain, write, publish } = brainApi(() => gateway.baseUrl, () => developer.key);
 const db = () => gateway.platform.db;
-
-async function newBrain(body: Record<string, unknown> = {}, key?: string): Promise<string> {
-  const created = await post('/v1/brains', { name: `pack source ${Math.random()}`, ...body }, key);
-  expect(created.status, JSON.stringify(created.body)).toBe(200);
-  return created.body.id;
-}
-
-async function write(brainId: string, entry: Record<string, unknown>): Promise<string> {
-  const written = await send('PUT', `/v1/brains/${brainId}/entries`, entry);
-  expect(written.status, JSON.stringify(written.body)).toBe(200);
-  return written.body.entry_id;
-}
-
-async function publish(brainId: string, body: Record<string, unknown> = {}) {
-  const published = await post(`/v1/brains/${brainId}/publish`, body);
-  expect(published.status, JSON.stringify(published.body)).toBe(200);
-  return published.body;
-}
 
 const packIdOf = async (brainId: string) => (await db().query(`SELECT id FROM brain_packs WHERE source_brain_id = $1`, [brainId])).rows[0]?.id as string | undefined;
 
