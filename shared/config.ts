@@ -64,6 +64,20 @@ const configSchema = z.object({
   HIVE_SIGNUP_ENABLED: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   /** Signups one client address may attempt per hour, counted in the database so every replica counts alike. */
   HIVE_SIGNUP_PER_HOUR: z.coerce.number().int().min(1).max(10_000).default(5),
+  /** What a new organisation's wallet starts with, in USD, so it can write before its first top-up. */
+  HIVE_SIGNUP_CREDIT_USD: z.coerce.number().min(0).max(10_000).default(5),
+  /** Prices of the hive's metered work, in micro-dollars: one remember, one recall, 1,000 tokens embedded (memories and recall queries). */
+  HIVE_PRICE_REMEMBER_MICROS: z.coerce.number().int().min(0).max(1_000_000_000).default(100),
+  HIVE_PRICE_RECALL_MICROS: z.coerce.number().int().min(0).max(1_000_000_000).default(50),
+  HIVE_PRICE_EMBED_MICROS_PER_1K_TOKENS: z.coerce.number().int().min(0).max(1_000_000_000).default(20),
+  /** Stripe's secret key for card top-ups (Checkout). Unset: npm start runs stripe-mock and uses a test key against it. */
+  HIVE_STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  /** The signing secret (whsec_...) of the endpoint POST /billing/stripe; unset: every delivery is refused. */
+  HIVE_STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
+  /** Where the Stripe API is: unset is Stripe itself; npm start points it at its stripe-mock when no secret key is set. */
+  HIVE_STRIPE_API_BASE: z.url().optional(),
+  /** The port npm start runs stripe-mock on when no Stripe secret key is configured. */
+  HIVE_STRIPE_MOCK_PORT: z.coerce.number().int().min(1).max(65535).default(12111),
 
   DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/svc_platform'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),

@@ -46,9 +46,9 @@ describe('the hive migration', () => {
     expect(rows).toEqual([{ version: expect.stringMatching(/\S/) }]);
     // A second version row is refused: there is one version of the schema.
     await expect(hive.db.query(`INSERT INTO hive.schema_info (version) VALUES ('another')`)).rejects.toThrow(/duplicate key/);
-    // The gateway's tables stay where they were.
-    const { rows: gatewayTables } = await hive.db.query(`SELECT table_schema FROM information_schema.tables WHERE table_name = 'wallets'`);
-    expect(gatewayTables).toEqual([{ table_schema: 'public' }]);
+    // The gateway's tables stay where they were; the hive's own wallets (migration 030) live beside them in schema hive.
+    const { rows: gatewayTables } = await hive.db.query(`SELECT table_schema FROM information_schema.tables WHERE table_name = 'wallets' ORDER BY table_schema`);
+    expect(gatewayTables).toEqual([{ table_schema: 'hive' }, { table_schema: 'public' }]);
   });
 });
 

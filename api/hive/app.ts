@@ -3,6 +3,7 @@ import type { HiveServices } from '../../shared/composition/hive.js';
 import { createBaseApp } from '../middleware/base-app.js';
 import { errorHandler, notFound } from './errors.js';
 import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
+import { billingRoutes, STRIPE_WEBHOOK_PATH } from './routes/billing.js';
 import { healthRoutes } from './routes/health.js';
 import { identityRoutes } from './routes/identity.js';
 import { memoryRoutes } from './routes/memories.js';
@@ -13,6 +14,7 @@ import { sessionRoutes } from './routes/sessions.js';
 /** Every route of the hive, in one table: the API is mounted from it and the docs pages are written from it. */
 export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
   const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
+  definitions.push(...billingRoutes(hive));
   definitions.push(...pageRoutes(definitions));
   return definitions;
 }
@@ -26,6 +28,8 @@ export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
 export function createHiveApp(hive: HiveServices): Express {
   const { config, logger } = hive;
   const app = createBaseApp(config, logger);
+  // Stripe signs the exact bytes it sends: its webhook's body is read raw, before the JSON parser could.
+  app.use(STRIPE_WEBHOOK_PATH, express.raw({ limit: config.HIVE_JSON_BODY_LIMIT, type: () => true }));
   app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
   app.use(mountHiveRoutes(hive, hiveRouteTable(hive)));

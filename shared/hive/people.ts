@@ -7,6 +7,7 @@ import { hiveError } from './errors.js';
 import * as repo from './repository.js';
 import { rankOf, roleOfRank, type Role } from './roles.js';
 import { userModel } from './traits.js';
+import { openSignupWallet } from './wallet.js';
 import { mintDeviceCodes, mintToken, hashSecret, normaliseUserCode } from './tokens.js';
 
 /**
@@ -43,6 +44,7 @@ export async function signup(hive: Pick<HiveServices, 'db' | 'config'>, input: S
     const orgId = newId('org_');
     const personId = newId('per_');
     await repo.insertOrganisation(client, { id: orgId, name: input.organisation });
+    await openSignupWallet(client, hive.config, orgId);
     const root = await repo.insertRootNode(client, { id: newId('nd_'), orgId, name: input.organisation, createdBy: personId });
     // A concurrent signup of the same address loses here, on the unique address.
     if (!(await repo.insertPerson(client, { id: personId, orgId, email: input.email, passwordHash, guardrailAuthority: true, axiomAuthority: true }))) {
