@@ -135,3 +135,39 @@ export async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<
   await exited;
   clearTimeout(timer);
 }
+
+export interface StripeMock {
+  /** http://127.0.0.1:<port>, for HIVE_STRIPE_API_BASE. */
+  apiBase: string;
+  process: ChildProcess;
+}
+
+/**
+ * Starts stripe-mock (Stripe's official mock of its API, installed by ensure-deps.sh) on `port`,
+ * or on a port of the system's choosing when 0, and resolves once it listens. Its HTTPS listener,
+ * which it always opens, gets a port of the system's choosing too, so several can run at once.
+ */
+export async function startStripeMock(options: { port: number; logFile: string }): Promise<StripeMock> {
+  mkdirSync(path.dirname(options.logFile), { recursive: true });
+  const log = createWriteStream(options.logFile, { flags: 'a' });
+  const child = spawn(cachedBinPath('stripe-mock'), ['-http-addr', `127.0.0.1:${options.port || ''}`, '-https-addr', '127.0.0.1:'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stderr.pipe(log);
+  const apiBase = await new Promise<string>((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`stripe-mock did not listen within 30 s; see ${options.logFile}`)), 30_000);
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`stripe-mock exited with code ${code}; see ${options.logFile}`)));
+    child.stdout.on('data', (chunk: Buffer) => {
+      log.write(chunk);
+      seen += chunk.toString();
+      const match = /Listening for HTTP at address: (\S+)/.exec(seen);
+      if (match) {
+        clearTimeout(timer);
+        resolve(`http://${match[1]}`);
+      }
+    });
+  });
+  child.stdout.removeAllListeners('data');
+  child.stdout.pipe(log);
+  return { apiBase, process: child };
+}

@@ -1,10 +1,12 @@
 import type { Queryable } from '../db/pool.js';
 import { newId } from '../ids.js';
 import { nodeWithRole, type HiveCredential } from './access.js';
+import { requireNotSuspended } from './metering.js';
 import { insertEvent, recentEventsInReach, type EventRow } from './repository.js';
 
 /** Activity events: POST /v1/log appends one to a node (member), POST /v1/events reads recent ones in the reach (reader). */
 export async function logEvent(db: Queryable, credential: HiveCredential, input: { node: string; kind: string; text: string; data?: Record<string, unknown> }) {
+  await requireNotSuspended(db, credential.orgId);
   const node = await nodeWithRole(db, credential, input.node, 'member');
   const row = await insertEvent(db, { id: newId('evt_'), node, kind: input.kind, text: input.text, data: input.data ?? null, personId: credential.personId, tokenId: credential.tokenId });
   return formatEvent(row);

@@ -3,15 +3,17 @@ import type { Db } from '../db/pool.js';
 import type { Logger } from '../logger.js';
 import { catalogModel, type CatalogModel } from '../models/catalog.js';
 import type { ConsumerDefinition, QueueRegistry } from '../platform/queues.js';
+import type { EmbeddingsResult } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import { contentToEmbed, storeEmbedding } from './memory-repository.js';
+import { chargeEmbedding } from './metering.js';
 
 /**
  * Memories are embedded asynchronously: a write commits, is searchable by text at once, and
  * queues one BullMQ job; the worker process embeds the version the job names with
  * HIVE_EMBEDDING_MODEL through the gateway's provider adapters, and the memory is then found by
  * meaning too. A job whose version was overtaken or forgotten does nothing (the newer write has
- * its own job). Until the hive has a wallet of its own these calls are not metered.
+ * its own job). Each embedding stored is charged to the memory's organisation by the tokens it took.
  */
 export const HIVE_EMBED_QUEUE = 'hive-embed';
 
@@ -22,7 +24,7 @@ export interface HiveEmbedJob {
 
 export interface EmbeddingDeps {
   db: Db;
-  config: Pick<Config, 'HIVE_EMBEDDING_MODEL'>;
+  config: Pick<Config, 'HIVE_EMBEDDING_MODEL' | 'HIVE_PRICE_REMEMBER_MICROS' | 'HIVE_PRICE_RECALL_MICROS' | 'HIVE_PRICE_EMBED_MICROS_PER_1K_TOKENS'>;
   providers: ProviderRegistry;
   logger: Logger;
 }
@@ -47,8 +49,10 @@ export async function embedMemory(deps: EmbeddingDeps, job: HiveEmbedJob): Promi
   const content = await contentToEmbed(deps.db, job.memoryId);
   if (!content || content.forgotten || content.version !== job.version) return 'stale';
   const model = hiveEmbeddingModel(deps.config);
-  const [vector] = await embedWith(deps.providers, model, [embeddingText(content)], AbortSignal.timeout(60_000));
-  return (await storeEmbedding(deps.db, job.memoryId, job.version, model.id, vector!)) ? 'embedded' : 'stale';
+  const { embeddings, usage } = await embedWith(deps.providers, model, [embeddingText(content)], AbortSignal.timeout(60_000));
+  if (!(await storeEmbedding(deps.db, job.memoryId, job.version, model.id, embeddings[0]!))) return 'stale';
+  await chargeEmbedding(deps.db, deps.config, content.orgId, job.memoryId, usage.inputTokens);
+  return 'embedded';
 }
 
 /** The hive's BullMQ consumer, run by the worker process. */
@@ -67,11 +71,10 @@ export function hiveEmbeddingModel(config: Pick<Config, 'HIVE_EMBEDDING_MODEL'>)
 }
 
 /** Texts through the provider adapter of the model (the gateway's own, so the emulator stands in offline). */
-export async function embedWith(providers: ProviderRegistry, model: CatalogModel, input: string[], signal: AbortSignal): Promise<number[][]> {
+export async function embedWith(providers: ProviderRegistry, model: CatalogModel, input: string[], signal: AbortSignal): Promise<EmbeddingsResult> {
   const adapter = providers.adapter(model.provider);
   if (!adapter?.embeddings) throw new Error(`no upstream credentials are configured for ${model.provider}, which serves ${model.id}`);
-  const result = await adapter.embeddings({ model, upstreamModel: model.model, input, signal });
-  return result.embeddings;
+  return adapter.embeddings({ model, upstreamModel: model.model, input, signal });
 }
 
 /** What a memory is embedded as: its title, then its body. */

@@ -5,6 +5,7 @@ import { nodeWithRole, requireRank, type HiveCredential } from './access.js';
 import { queueEmbedding } from './embedding.js';
 import { hiveError } from './errors.js';
 import * as repo from './memory-repository.js';
+import { chargeRemember, requireNotSuspended } from './metering.js';
 import { normaliseTitle, type MemoryKind } from './schemas.js';
 
 /**
@@ -12,7 +13,7 @@ import { normaliseTitle, type MemoryKind } from './schemas.js';
  * refines it (a new version, the old one kept), never duplicates; guards refuse rather than
  * overwrite. Every write queues the embedding of the version it made.
  */
-type Hive = Pick<HiveServices, 'db' | 'queues' | 'logger'>;
+type Hive = Pick<HiveServices, 'db' | 'queues' | 'logger' | 'config'>;
 
 export interface RememberInput {
   node: string;
@@ -33,7 +34,8 @@ export async function remember(hive: Hive, credential: HiveCredential, input: Re
   const identity = { nodeId: node.id, scope: input.scope, titleKey: normaliseTitle(input.title) };
   const content = { scope: input.scope, title: input.title, titleKey: identity.titleKey, body: input.body, kind: input.kind };
 
-  const outcome = await withTransaction(hive.db, async (client) => {
+  // The write itself; a refinement or a new memory, or nothing when it is unchanged.
+  const writeRemembered = async (client: Queryable) => {
     // Twice at most: a concurrent remember of the same identity may insert between our look and our insert.
     for (let attempt = 0; ; attempt++) {
       const existing = await repo.memoryByIdentityForUpdate(client, identity);
@@ -55,6 +57,12 @@ export async function remember(hive: Hive, credential: HiveCredential, input: Re
       }
       if (attempt > 0) throw new Error(`memory identity ${node.id}/${identity.scope}/${identity.titleKey} neither found nor insertable`);
     }
+  };
+  const outcome = await withTransaction(hive.db, async (client) => {
+    const written = await writeRemembered(client);
+    // Charged last, so the wallet's row is locked only until the commit; an empty wallet refuses (402) and the write rolls back.
+    await chargeRemember(client, hive.config, node.org_id, written.id);
+    return written;
   });
   if (outcome.wrote) await queueEmbedding(hive.queues, { memoryId: outcome.id, version: outcome.version }, hive.logger);
   return { result: outcome.result, memory: await getMemory(hive.db, credential, outcome.id) };
@@ -103,6 +111,7 @@ export interface UpdateInput {
  */
 export async function updateMemory(hive: Hive, credential: HiveCredential, input: UpdateInput) {
   const outcome = await withTransaction(hive.db, async (client) => {
+    await requireNotSuspended(client, credential.orgId);
     const memory = await writable(client, credential, input.id);
     requireAuthority(credential, memory.kind);
     if (input.kind) requireAuthority(credential, input.kind);
@@ -140,6 +149,7 @@ export async function updateMemory(hive: Hive, credential: HiveCredential, input
  */
 export async function forgetMemory(db: HiveServices['db'], credential: HiveCredential, input: { id: string; force?: boolean }) {
   await withTransaction(db, async (client) => {
+    await requireNotSuspended(client, credential.orgId);
     const memory = await loaded(client, credential, input.id, true);
     if (memory.forgotten_at) return;
     requireRank(memory.rank, 'member', `node ${memory.node_path}`);
@@ -156,6 +166,7 @@ export async function forgetMemory(db: HiveServices['db'], credential: HiveCrede
 /** Marks a memory re-checked now (recall favours recently verified memories). */
 export async function verifyMemory(db: HiveServices['db'], credential: HiveCredential, id: string) {
   await withTransaction(db, async (client) => {
+    await requireNotSuspended(client, credential.orgId);
     const memory = await writable(client, credential, id);
     await repo.markVerified(client, memory.id, authorship(credential, undefined));
   });

@@ -212,9 +212,9 @@ export async function emailsOf(db: Queryable, personIds: string[]): Promise<Map<
 }
 
 /** What the embedding job needs: the content of the version it was queued for, if still current. */
-export async function contentToEmbed(db: Queryable, id: string): Promise<{ version: number; title: string; body: string; forgotten: boolean } | undefined> {
-  const { rows } = await db.query<{ version: number; title: string; body: string; forgotten: boolean }>(
-    `SELECT version, title, body, forgotten_at IS NOT NULL AS forgotten FROM hive.memories WHERE id = $1`,
+export async function contentToEmbed(db: Queryable, id: string): Promise<{ orgId: string; version: number; title: string; body: string; forgotten: boolean } | undefined> {
+  const { rows } = await db.query<{ orgId: string; version: number; title: string; body: string; forgotten: boolean }>(
+    `SELECT org_id AS "orgId", version, title, body, forgotten_at IS NOT NULL AS forgotten FROM hive.memories WHERE id = $1`,
     [id],
   );
   return rows[0];

@@ -3,6 +3,7 @@ import { nodeWithRole, type HiveCredential } from './access.js';
 import { embedWith, hiveEmbeddingModel } from './embedding.js';
 import { formatMemory } from './memories.js';
 import * as repo from './memory-repository.js';
+import { chargeRecall } from './metering.js';
 import type { MemoryKind } from './schemas.js';
 
 /** Vector matches below this cosine similarity are not matches at all (else every memory would be one). */
@@ -28,14 +29,18 @@ export async function recall(hive: Pick<HiveServices, 'db' | 'config' | 'provide
   const nodePaths = input.nodes ? await Promise.all(input.nodes.map(async (ref) => (await nodeWithRole(hive.db, credential, ref, 'reader')).path)) : null;
   const model = hiveEmbeddingModel(hive.config);
   let vector: number[] | null = null;
+  let tokens = 0;
   try {
-    [vector] = (await embedWith(hive.providers, model, [input.query], AbortSignal.timeout(10_000))) as [number[]];
+    const embedded = await embedWith(hive.providers, model, [input.query], AbortSignal.timeout(10_000));
+    [vector = null] = embedded.embeddings;
+    tokens = embedded.usage.inputTokens;
   } catch (error) {
     hive.logger.warn({ err: error }, 'hive recall could not embed its query; ranking by text alone');
   }
 
   const pool = Math.min(100, input.limit * 5);
-  const hits = await repo.recallHits(hive.db, {
+  // Charged beside the search, never refused: a recall is a read, and reads work while suspended.
+  const [hits] = await Promise.all([repo.recallHits(hive.db, {
     tokenId: credential.tokenId,
     text: input.query,
     nodePaths,
@@ -45,7 +50,7 @@ export async function recall(hive: Pick<HiveServices, 'db' | 'config' | 'provide
     model: model.id,
     meaningFloor: MEANING_FLOOR,
     pool,
-  });
+  }), chargeRecall(hive.db, hive.config, credential.orgId, tokens)]);
 
   const finalOf = await resolveSupersession(hive, credential, hits);
   const merged = new Map<string, { score: number; byText: boolean; byMeaning: boolean; similarity: number | null; resolvedFrom: string[] }>();

@@ -4,6 +4,7 @@ import { newId } from '../ids.js';
 import { nodeWithRole, requireRank, type HiveCredential } from './access.js';
 import { hiveError } from './errors.js';
 import { memoryInReach } from './memory-repository.js';
+import { requireNotSuspended } from './metering.js';
 import type { TaskInput } from './schemas.js';
 import * as repo from './task-repository.js';
 
@@ -13,6 +14,7 @@ import * as repo from './task-repository.js';
  * a closed task stays closed: closing or snoozing it again is refused with 409.
  */
 export async function taskAction(db: Db, credential: HiveCredential, input: TaskInput) {
+  if (input.action !== 'list' && input.action !== 'due') await requireNotSuspended(db, credential.orgId);
   switch (input.action) {
     case 'add':
       return addTask(db, credential, input);

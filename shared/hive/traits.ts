@@ -3,6 +3,7 @@ import { newId } from '../ids.js';
 import { requirePerson, type HiveCredential } from './access.js';
 import { hiveError } from './errors.js';
 import { memoryInReach } from './memory-repository.js';
+import { requireNotSuspended } from './metering.js';
 import { normaliseTrait, type TraitsInput } from './schemas.js';
 import * as repo from './trait-repository.js';
 
@@ -15,6 +16,7 @@ import * as repo from './trait-repository.js';
  */
 export async function traitsAction(db: Db, credential: HiveCredential, input: TraitsInput) {
   const personId = requirePerson(credential);
+  if (input.action !== 'list') await requireNotSuspended(db, credential.orgId);
   switch (input.action) {
     case 'list':
       return { object: 'list', data: await userModel(db, personId) };
