@@ -8,21 +8,24 @@ export class HiveError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** What a refusal reports beside its message (an erasure refused under a legal hold: what it would have done). */
+    readonly detail?: Record<string, unknown>,
   ) {
     super(message);
     this.name = 'HiveError';
   }
 }
 
-export function hiveError(status: number, message: string): HiveError {
-  return new HiveError(status, message);
+export function hiveError(status: number, message: string, detail?: Record<string, unknown>): HiveError {
+  return new HiveError(status, message, detail);
 }
 
 export interface HiveErrorBody {
   error: string;
+  [field: string]: unknown;
 }
 
-/** The body of every hive error response, built here only. */
-export function toHiveErrorBody(error: { message: string }): HiveErrorBody {
-  return { error: error.message };
+/** The body of every hive error response, built here only: the message, then any detail the refusal carries. */
+export function toHiveErrorBody(error: { message: string; detail?: Record<string, unknown> }): HiveErrorBody {
+  return { ...error.detail, error: error.message };
 }

@@ -1,0 +1,67 @@
+import { withTransaction } from '../../db/pool.js';
+import { newId } from '../../ids.js';
+import type { HiveCredential } from '../access.js';
+import { embedMemory, hiveEmbeddingModel } from '../embedding.js';
+import { awaitJob, ownedOrganisation, startJobWorkflow, type ComplianceServices } from './jobs.js';
+import * as repo from './repository.js';
+
+/**
+ * The embedding sweep (POST /v1/admin/embed, and the hourly `hive-embed-sweep` schedule). Every
+ * write queues its own embedding job (shared/hive/embedding.ts, BullMQ queue `hive-embed`); the
+ * sweep catches what those missed (a job that failed for good, a queue that was away) and what a
+ * change of HIVE_EMBEDDING_MODEL left behind: every live memory whose current version has no
+ * vector from the configured model. It walks the memories by id, a page per activity; a memory is
+ * embedded exactly as its queued job would embed it (embedMemory): a vector is stored only for the
+ * version it was computed from, so a page run twice finds nothing left to embed.
+ */
+export const EMBED_PAGE = 64;
+/** Embedding calls in flight at once within a page. */
+const CONCURRENCY = 8;
+
+export async function requestEmbedSweep(services: ComplianceServices, credential: HiveCredential, input: { wait_seconds: number }) {
+  const root = await ownedOrganisation(services.db, credential);
+  const job = await withTransaction(services.db, async (client) => {
+    const made = await repo.insertJob(client, { id: newId('cmp_'), orgId: credential.orgId, kind: 'embed', apply: true, personId: credential.personId, tokenId: credential.tokenId });
+    await repo.insertAudit(client, [{ orgId: credential.orgId, nodeId: root.id, action: 'embed.requested', jobId: made.id, personId: credential.personId, tokenId: credential.tokenId }]);
+    return made;
+  });
+  await startJobWorkflow(services, job);
+  return awaitJob(services, job.id, input.wait_seconds);
+}
+
+export interface EmbedPage {
+  /** Where the next page starts (the last id of this one); null: the sweep is through. */
+  next: string | null;
+  embedded: number;
+  stale: number;
+}
+
+/** Embeds the next page after `after`, each memory's current version as its queued job would. */
+export async function embedSweepPage(services: ComplianceServices, jobId: string, after: string): Promise<EmbedPage> {
+  const job = await repo.jobById(services.db, jobId);
+  if (!job || job.status === 'completed') return { next: null, embedded: 0, stale: 0 };
+  const model = hiveEmbeddingModel(services.config);
+  const rows = await repo.unembeddedAfter(services.db, job.org_id, after, model.id, EMBED_PAGE);
+  if (rows.length === 0) return { next: null, embedded: 0, stale: 0 };
+  let embedded = 0;
+  for (let start = 0; start < rows.length; start += CONCURRENCY) {
+    const outcomes = await Promise.all(rows.slice(start, start + CONCURRENCY).map((row) => embedMemory(services, { memoryId: row.id, version: row.version })));
+    embedded += outcomes.filter((outcome) => outcome === 'embedded').length;
+  }
+  return { next: rows.at(-1)!.id, embedded, stale: rows.length - embedded };
+}
+
+/** Completes the sweep with its totals and, for an organisation's own sweep, its audit row, in one transaction. */
+export async function finishEmbedSweep(services: Pick<ComplianceServices, 'db' | 'config'>, jobId: string, totals: { embedded: number; stale: number; pages: number }): Promise<Record<string, unknown>> {
+  const result = { model: services.config.HIVE_EMBEDDING_MODEL, ...totals };
+  await withTransaction(services.db, async (client) => {
+    const job = await repo.jobById(client, jobId, true);
+    if (!job || job.status === 'completed') return;
+    if (job.org_id) {
+      const root = await repo.rootNodeOf(client, job.org_id);
+      await repo.insertAudit(client, [{ orgId: job.org_id, nodeId: root.id, action: 'embed.completed', jobId, personId: job.requested_by, tokenId: null, detail: result }]);
+    }
+    await repo.completeJob(client, jobId, result);
+  });
+  return result;
+}

@@ -1,0 +1,152 @@
+import type { Config } from '../../config.js';
+import type { Queryable } from '../../db/pool.js';
+import type { Logger } from '../../logger.js';
+import type { Infrastructure } from '../../platform/infrastructure.js';
+import type { ProviderRegistry } from '../../providers/registry.js';
+import { nodeWithRole, type HiveCredential } from '../access.js';
+import { hiveError } from '../errors.js';
+import type { ReachedNodeRow } from '../repository.js';
+import * as repo from './repository.js';
+
+/**
+ * Compliance jobs: a retention sweep, an erasure or an embedding sweep is a row in
+ * hive.compliance_jobs and a Temporal workflow whose id is the row's id (readable in the Web UI).
+ * The workflow's activities settle the row page by page; the route waits a while for the result
+ * and otherwise answers 202 with the job, which POST /v1/admin/job reads until it is completed.
+ */
+export type ComplianceServices = Pick<Infrastructure, 'db' | 'temporal' | 'logger'> & {
+  config: Config;
+  providers: ProviderRegistry;
+  logger: Logger;
+};
+
+/** Memories settled per page (one transaction each, its audit rows with it). */
+export const PAGE_SIZE = 250;
+/** A job's answer lists at most this many memories (its counts cover them all). */
+const LISTED_ITEMS = 1_000;
+
+export const WORKFLOW_OF: Record<repo.JobKind, string> = {
+  retention: 'hiveRetentionWorkflow',
+  erasure: 'hiveErasureWorkflow',
+  embed: 'hiveEmbedSweepWorkflow',
+};
+
+/** The organisation's root node, when the caller is its owner (compliance needs owner on the organisation). */
+export async function ownedOrganisation(db: Queryable, credential: HiveCredential): Promise<ReachedNodeRow> {
+  const root = await repo.rootNodeOf(db, credential.orgId);
+  return nodeWithRole(db, credential, root.id, 'owner');
+}
+
+export async function startJobWorkflow(services: ComplianceServices, job: Pick<repo.JobRow, 'id' | 'kind'>): Promise<void> {
+  try {
+    await services.temporal.client.workflow.start(WORKFLOW_OF[job.kind], {
+      taskQueue: services.config.TEMPORAL_TASK_QUEUE,
+      workflowId: job.id,
+      args: [{ jobId: job.id }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `Hive ${job.kind} ${job.id}`,
+    });
+  } catch (error) {
+    if ((error as Error).name !== 'WorkflowExecutionAlreadyStartedError') throw error;
+  }
+}
+
+/** The job once its workflow has ended, or as it stands after `waitSeconds`. */
+export async function awaitJob(services: ComplianceServices, jobId: string, waitSeconds: number): Promise<{ status: 200 | 202; job: JobView }> {
+  if (waitSeconds > 0) {
+    const handle = services.temporal.client.workflow.getHandle(jobId);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, waitSeconds * 1_000);
+    });
+    await Promise.race([handle.result().then(() => undefined, () => undefined), timeout]);
+    clearTimeout(timer);
+  }
+  const job = await viewJob(services.db, jobId);
+  return { status: job.status === 'completed' ? 200 : 202, job };
+}
+
+/** POST /v1/admin/job: a job of the caller's organisation, as the route that made it answers it. */
+export async function readJob(db: Queryable, credential: HiveCredential, id: string): Promise<JobView> {
+  await ownedOrganisation(db, credential);
+  const job = await repo.jobById(db, id);
+  if (!job || job.org_id !== credential.orgId) throw hiveError(404, `No compliance job ${id}.`);
+  return viewJob(db, id);
+}
+
+export interface ItemView {
+  id: string;
+  node: { id: string; path: string };
+  scope: string;
+  kind: string;
+  title: string | null;
+  written_at: string;
+  max_age_days?: number;
+  reason: string | null;
+}
+
+export interface JobView {
+  id: string;
+  object: 'compliance_job';
+  kind: repo.JobKind;
+  apply: boolean;
+  status: repo.JobStatus;
+  organisation: string | null;
+  requested_at: string;
+  finished_at: string | null;
+  result: Record<string, unknown> | null;
+  /** Memories by what was (or would be) done to them: would_delete, would_anonymise, deleted, anonymised, kept, gone. */
+  memories?: Record<string, ItemView[]>;
+  counts?: Record<string, number>;
+  listed_limit?: number;
+}
+
+const STATE_OF = (item: Pick<repo.ItemRow, 'action' | 'outcome'>): string =>
+  item.outcome ?? (item.action === 'keep' ? 'kept' : `would_${item.action}`);
+
+export async function viewJob(db: Queryable, id: string): Promise<JobView> {
+  const job = await repo.jobById(db, id);
+  if (!job) throw hiveError(404, `No compliance job ${id}.`);
+  const view: JobView = {
+    id: job.id,
+    object: 'compliance_job',
+    kind: job.kind,
+    apply: job.apply,
+    status: job.status,
+    organisation: job.org_id,
+    requested_at: job.created_at.toISOString(),
+    finished_at: job.finished_at?.toISOString() ?? null,
+    result: job.result,
+  };
+  if (job.kind === 'embed') return view;
+  const counts: Record<string, number> = {};
+  for (const row of await repo.itemCounts(db, id)) counts[STATE_OF(row)] = (counts[STATE_OF(row)] ?? 0) + row.n;
+  const memories: Record<string, ItemView[]> = {};
+  for (const item of await repo.itemsOf(db, id, LISTED_ITEMS)) {
+    const state = STATE_OF(item);
+    (memories[state] ??= []).push({
+      id: item.memory_id,
+      node: { id: item.node_id, path: item.node_path },
+      scope: item.scope,
+      kind: item.kind,
+      title: item.title,
+      written_at: item.written_at.toISOString(),
+      ...(item.max_age_days !== null && { max_age_days: item.max_age_days }),
+      reason: item.reason,
+    });
+  }
+  return { ...view, memories, counts, listed_limit: LISTED_ITEMS };
+}
+
+/** Counts of a job's items by state, for its recorded result. */
+export async function itemTotals(db: Queryable, jobId: string): Promise<Record<string, number>> {
+  const totals: Record<string, number> = {};
+  for (const row of await repo.itemCounts(db, jobId)) totals[STATE_OF(row)] = (totals[STATE_OF(row)] ?? 0) + row.n;
+  return totals;
+}
+
+/** Opens the job a scheduled run works under (its id is the run's workflow id, so a retried open finds it). */
+export async function openScheduledJob(db: Queryable, kind: repo.JobKind, workflowId: string): Promise<string> {
+  const job = await repo.insertJob(db, { id: workflowId, orgId: null, kind, apply: true, personId: null, tokenId: null });
+  return job.id;
+}
