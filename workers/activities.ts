@@ -4,6 +4,7 @@ import { createBatchActivities } from './batch-activities.js';
 import { createVectorStoreActivities } from './vector-store-activities.js';
 import { createAssistantActivities } from './assistant-activities.js';
 import { createBrainActivities } from './brain-activities.js';
+import { createHiveActivities } from './hive-activities.js';
 
 /**
  * Activities are thin adapters over domain code, made by a factory over the process's shared
@@ -16,5 +17,6 @@ export function createActivities(platform: GatewayServices): Record<string, (...
     ...createVectorStoreActivities(platform),
     ...createAssistantActivities(platform),
     ...createBrainActivities(platform),
+    ...createHiveActivities(platform),
   };
 }

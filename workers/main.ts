@@ -8,6 +8,7 @@ import { scheduleBatchJobs } from './batch-consumers.js';
 import { scheduleVectorStoreJobs } from './vector-store-consumers.js';
 import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { ensurePruneSchedule } from '../shared/brains/upkeep.js';
+import { ensureComplianceSchedules } from '../shared/hive/compliance/schedules.js';
 import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
 
 const config = loadConfig();
@@ -26,6 +27,7 @@ await scheduleWebhookJobs(platform.queues, config);
 await scheduleBatchJobs(platform.queues);
 await scheduleVectorStoreJobs(platform.queues);
 if (config.SVC_BRAINS_ENABLED) await ensurePruneSchedule(platform);
+await ensureComplianceSchedules(platform);
 const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');

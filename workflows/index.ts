@@ -14,3 +14,6 @@ export { brainReindexWorkflow } from './brain-reindex.js';
 export { brainConsolidationWorkflow, brainLearnWorkflow, brainPruneWorkflow } from './brain-learn.js';
 export { packBuildWorkflow } from './pack-build.js';
 export { packMaterializeWorkflow } from './pack-materialize.js';
+export { hiveRetentionWorkflow } from './hive-retention.js';
+export { hiveErasureWorkflow } from './hive-erasure.js';
+export { hiveEmbedSweepWorkflow } from './hive-embed-sweep.js';
