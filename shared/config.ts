@@ -79,6 +79,18 @@ const configSchema = z.object({
   /** The port npm start runs stripe-mock on when no Stripe secret key is configured. */
   HIVE_STRIPE_MOCK_PORT: z.coerce.number().int().min(1).max(65535).default(12111),
 
+  /** The hive's mutual-TLS relay (api/hive/relay/): machines reach the hive through it with their certificates. */
+  HIVE_RELAY_HOST: z.string().min(1).default('127.0.0.1'),
+  HIVE_RELAY_PORT: z.coerce.number().int().min(0).max(65535).default(8091),
+  /** The relay address enrolment answers machines with; defaults to https://HIVE_RELAY_HOST:HIVE_RELAY_PORT. */
+  HIVE_RELAY_PUBLIC_URL: z.url().optional(),
+  /** How long the relay trusts a machine status it read without a revocation announcement (the fallback when one is missed). */
+  HIVE_RELAY_STATUS_TTL_SECONDS: z.coerce.number().int().min(1).max(55).default(30),
+  /** Machine statuses the relay keeps in memory at most. */
+  HIVE_RELAY_STATUS_CACHE_ENTRIES: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  /** Lifetime of a permanent machine's certificate (renewed with POST /v1/machine/renew); temporary machines' last their 30 days. */
+  HIVE_MACHINE_CERTIFICATE_DAYS: z.coerce.number().int().min(1).max(825).default(90),
+
   DATABASE_URL: z.string().min(1).default('postgres://postgres@127.0.0.1:5432/svc_platform'),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
 
@@ -241,6 +253,8 @@ export type Config = z.infer<typeof configSchema> & {
   publicBaseUrl: string;
   /** Where the memory hive answers: http://HIVE_HOST:HIVE_PORT. */
   hiveBaseUrl: string;
+  /** The relay address machines are given: HIVE_RELAY_PUBLIC_URL or https://HIVE_RELAY_HOST:HIVE_RELAY_PORT. */
+  hiveRelayUrl: string;
   dataDir: string;
 };
 
@@ -268,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     temporalUiUrl: values.TEMPORAL_UI_URL ?? `http://127.0.0.1:${values.TEMPORAL_DEV_UI_PORT}`,
     publicBaseUrl: values.PUBLIC_BASE_URL ?? `http://${displayHost(values.API_HOST)}:${values.API_PORT}`,
     hiveBaseUrl: `http://${displayHost(values.HIVE_HOST)}:${values.HIVE_PORT}`,
+    hiveRelayUrl: (values.HIVE_RELAY_PUBLIC_URL ?? `https://${displayHost(values.HIVE_RELAY_HOST)}:${values.HIVE_RELAY_PORT}`).replace(/\/$/, ''),
     dataDir: path.resolve(values.DATA_DIR),
     providers: providerSettingsFromEnv(env, readServiceAccountFile),
   };

@@ -6,6 +6,7 @@ import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
 import { billingRoutes, STRIPE_WEBHOOK_PATH } from './routes/billing.js';
 import { healthRoutes } from './routes/health.js';
 import { identityRoutes } from './routes/identity.js';
+import { machineRoutes } from './routes/machines.js';
 import { memoryRoutes } from './routes/memories.js';
 import { pageRoutes } from './routes/pages.js';
 import { reportRoutes } from './routes/reports.js';
@@ -13,7 +14,7 @@ import { sessionRoutes } from './routes/sessions.js';
 
 /** Every route of the hive, in one table: the API is mounted from it and the docs pages are written from it. */
 export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
-  const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
+  const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...machineRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
   definitions.push(...billingRoutes(hive));
   definitions.push(...pageRoutes(definitions));
   return definitions;

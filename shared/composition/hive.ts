@@ -4,6 +4,8 @@ import { createLogger } from '../logger.js';
 import { catalogModel, type CatalogModel } from '../models/catalog.js';
 import { createInfrastructure, type Infrastructure } from '../platform/infrastructure.js';
 import { ProviderRegistry } from '../providers/registry.js';
+import { loadCertificateAuthority, type CertificateAuthority } from '../hive/certificate-authority.js';
+import { loadMasterKey } from '../platform/master-key.js';
 
 /**
  * The memory hive's composition root: the process's infrastructure plus the hive's own services.
@@ -16,6 +18,11 @@ export interface HiveServices extends Infrastructure {
   embeddingModel: CatalogModel;
   /** The gateway's provider adapters: the hive embeds recall queries through them (memories are embedded by the worker). */
   providers: ProviderRegistry;
+  /**
+   * The hive's certificate authority for machines and the relay, read once (made on the first start,
+   * its key sealed under the platform's master key; shared/hive/certificate-authority.ts).
+   */
+  certificateAuthority(): Promise<CertificateAuthority>;
   /** Stripe's API for card top-ups (HIVE_STRIPE_API_BASE: stripe-mock in development and tests); null without HIVE_STRIPE_SECRET_KEY. */
   stripe: Stripe | null;
 }
@@ -24,7 +31,18 @@ export function createHiveServices(config: Config, processName = 'hive', logger 
   // loadConfig checked the id against the catalog; a Config built some other way is checked here.
   const embeddingModel = catalogModel(config.HIVE_EMBEDDING_MODEL);
   if (embeddingModel?.kind !== 'embedding') throw new Error(`HIVE_EMBEDDING_MODEL ${config.HIVE_EMBEDDING_MODEL} is not an embedding model of the catalog`);
-  return { ...createInfrastructure(config, processName, logger), embeddingModel, providers: new ProviderRegistry(config.providers), stripe: stripeClient(config) };
+  const infrastructure = createInfrastructure(config, processName, logger);
+  const masterKey = loadMasterKey(config);
+  let authority: Promise<CertificateAuthority> | undefined;
+  const certificateAuthority = () => {
+    // A failed load (the database away) is not remembered: the next call tries again.
+    authority ??= loadCertificateAuthority(infrastructure.db, masterKey).catch((error: unknown) => {
+      authority = undefined;
+      throw error;
+    });
+    return authority;
+  };
+  return { ...infrastructure, embeddingModel, providers: new ProviderRegistry(config.providers), stripe: stripeClient(config), certificateAuthority };
 }
 
 /** A Stripe client for HIVE_STRIPE_SECRET_KEY, at HIVE_STRIPE_API_BASE when set. */

@@ -1,10 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { ConfigError, type Config } from '../config.js';
 import { serviceError } from '../errors.js';
-import { DATA_KEY_BYTES, derivePassphraseKey, newDataKey, newKdfSalt, open, seal, SealError, storeKeys, type StoreKeys } from './crypto.js';
+import { derivePassphraseKey, newDataKey, newKdfSalt, open, seal, SealError, storeKeys, type StoreKeys } from './crypto.js';
 
 /** What the keyring needs to know of a store. */
 export interface KeyedStore {
@@ -131,36 +128,5 @@ const wrapAad = (storeId: string) => `data key of ${storeId}`;
 const leaseAad = (storeId: string) => `lease of ${storeId}`;
 const jobAad = (storeId: string) => `ingest job of ${storeId}`;
 
-/**
- * The master key: VECTOR_STORE_MASTER_KEY (32 bytes, base64), required in production. Elsewhere a
- * key is made once and kept in DATA_DIR, so the API and worker processes of one machine share it
- * and restarts keep stores readable.
- */
-export function loadMasterKey(config: Pick<Config, 'VECTOR_STORE_MASTER_KEY' | 'NODE_ENV' | 'dataDir'>): Buffer {
-  if (config.VECTOR_STORE_MASTER_KEY) return config.VECTOR_STORE_MASTER_KEY;
-  if (config.NODE_ENV === 'production') throw new ConfigError('invalid configuration:\n  VECTOR_STORE_MASTER_KEY: required when NODE_ENV is production');
-  const file = path.join(config.dataDir, 'secrets', 'vector-store-master.key');
-  try {
-    return decodeMasterKey(readFileSync(file, 'utf8'));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
-  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  // Written aside, then linked into place: of two processes starting at once, one key wins whole.
-  const draft = `${file}.${process.pid}`;
-  writeFileSync(draft, randomBytes(DATA_KEY_BYTES).toString('base64'), { mode: 0o600 });
-  try {
-    linkSync(draft, file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  } finally {
-    unlinkSync(draft);
-  }
-  return decodeMasterKey(readFileSync(file, 'utf8'));
-}
-
-export function decodeMasterKey(text: string): Buffer {
-  const key = Buffer.from(text.trim(), 'base64');
-  if (key.length !== DATA_KEY_BYTES) throw new ConfigError('invalid configuration:\n  VECTOR_STORE_MASTER_KEY: must be 32 bytes, base64-encoded');
-  return key;
-}
+// The master key is the platform's, shared with the hive's certificate authority (shared/platform/master-key.ts).
+export { decodeMasterKey, loadMasterKey } from '../platform/master-key.js';

@@ -1,9 +1,13 @@
+import { webcrypto } from 'node:crypto';
 import type http from 'node:http';
+import https from 'node:https';
 import type { Worker } from 'bullmq';
 import { createHiveApp } from '../../api/hive/app.js';
+import { startRelay, type Relay } from '../../api/hive/relay/relay.js';
 import { createHiveServices, type HiveServices } from '../../shared/composition/hive.js';
 import { hiveEmbeddingConsumer } from '../../shared/hive/embedding.js';
 import { toHiveErrorBody } from '../../shared/hive/errors.js';
+import { MachineGate } from '../../shared/hive/machine-gate.js';
 import { listen, serverUrl } from '../../shared/platform/http-server.js';
 import { startConsumers, type ConsumerDefinition } from '../../shared/platform/queues.js';
 import { createRedis } from '../../shared/platform/redis.js';
@@ -91,4 +95,59 @@ export async function createNode(world: HiveWorld, token: string, parent: string
   const response = await world.post('/v1/nodes/create', token, { parent, name });
   if (response.status !== 201) throw new Error(`node create failed: ${response.status} ${response.text}`);
   return { id: response.body.id, path: response.body.path };
+}
+
+/** A machine's key pair and certificate request, as the client command makes them (ECDSA P-256). */
+export async function machineKey(commonName = 'test machine'): Promise<{ privateKeyPem: string; csr: string }> {
+  await import('reflect-metadata');
+  const x509 = await import('@peculiar/x509');
+  const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const request = await x509.Pkcs10CertificateRequestGenerator.create({ name: `CN=${commonName}`, keys, signingAlgorithm: algorithm }, webcrypto as never);
+  return { privateKeyPem: x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey), 'PRIVATE KEY'), csr: request.toString('pem') };
+}
+
+/** The world's relay, as npm start runs it: the hive's CA, a machine gate on the world's database, forwarding to the world's hive. */
+export async function startWorldRelay(world: HiveWorld, options: { ttlMs?: number } = {}): Promise<Relay> {
+  const gate = new MachineGate(world.hive.db, world.hive.config.DATABASE_URL, world.hive.logger, { ttlMs: options.ttlMs ?? 30_000, maxEntries: 1_000 });
+  return startRelay({ authority: await world.hive.certificateAuthority(), gate, logger: world.hive.logger, upstream: world.baseUrl, host: '127.0.0.1', port: 0 });
+}
+
+/**
+ * POST through the relay over mutual TLS: `client` is the machine's certificate and key (none: no
+ * client certificate); the relay's certificate is checked against `caPem`. A fresh connection each
+ * call, so no earlier handshake is reused.
+ */
+export function relayPost<T = any>(
+  relayUrl: string,
+  caPem: string,
+  path: string,
+  client: { cert: string; key: string } | undefined,
+  token?: string,
+  json: unknown = {},
+): Promise<{ status: number; body: T; text: string }> {
+  const body = JSON.stringify(json);
+  return new Promise((resolve, reject) => {
+    const request = https.request(
+      `${relayUrl}${path}`,
+      {
+        method: 'POST',
+        ca: caPem,
+        ...(client && { cert: client.cert, key: client.key }),
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(token && bearer(token)) },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: response.statusCode!, body: (response.headers['content-type']?.includes('json') && text ? JSON.parse(text) : text) as T, text });
+        });
+        response.on('error', reject);
+      },
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
 }
