@@ -3,6 +3,7 @@ import type { HiveServices } from '../../shared/composition/hive.js';
 import { createBaseApp } from '../middleware/base-app.js';
 import { errorHandler, notFound } from './errors.js';
 import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
+import { adminRoutes } from './routes/admin.js';
 import { billingRoutes, STRIPE_WEBHOOK_PATH } from './routes/billing.js';
 import { healthRoutes } from './routes/health.js';
 import { identityRoutes } from './routes/identity.js';
@@ -16,6 +17,7 @@ import { sessionRoutes } from './routes/sessions.js';
 export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
   const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...machineRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
   definitions.push(...billingRoutes(hive));
+  definitions.push(...adminRoutes(hive));
   definitions.push(...pageRoutes(definitions));
   return definitions;
 }
