@@ -8,6 +8,8 @@
 #   4. Redis, when REDIS_URL points at this machine: install, start, wait
 #   5. Temporal CLI, when TEMPORAL_ADDRESS is unset (the orchestrator runs the dev server)
 #   6. Chromium (Debian's package), only for `ensure-deps.sh test`: the dashboard's browser tests
+#   7. stripe-mock (Stripe's mock of its API) for the hive's card top-ups: always for tests; for
+#      `npm start` when neither HIVE_STRIPE_SECRET_KEY nor HIVE_STRIPE_API_BASE is set
 #
 # Services this script starts are recorded, one per line, in $DATA_DIR/run/started-services:
 #   postgres <major> <cluster>     e.g. "postgres 15 main"
@@ -32,7 +34,7 @@ die() { printf 'ensure-deps: ERROR: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------------------------------------
 # Configuration: ./.env, where the process environment wins (as with Node's loadEnvFile).
 # An empty variable counts as unset, as in shared/config.ts.
-CONFIG_VARS=(DATABASE_URL REDIS_URL TEMPORAL_ADDRESS DATA_DIR SVC_CACHE_DIR XDG_CACHE_HOME)
+CONFIG_VARS=(DATABASE_URL REDIS_URL TEMPORAL_ADDRESS DATA_DIR SVC_CACHE_DIR XDG_CACHE_HOME HIVE_STRIPE_SECRET_KEY HIVE_STRIPE_API_BASE)
 if [[ -f .env ]]; then
   declare -A saved_env=()
   for var in "${CONFIG_VARS[@]}"; do
@@ -539,9 +541,46 @@ step_chromium() {
   log "Chromium installed ($CHROMIUM)"
 }
 
+# ---------------------------------------------------------------------------------------------
+# 7. stripe-mock: Stripe, which tests (and a developer machine) cannot or should not reach, stood in
+#    for by its official mock server; scripts/lib/local-services.ts starts it
+STRIPE_MOCK_MODULE=github.com/stripe/stripe-mock
+STRIPE_MOCK_VERSION=v0.203.0
+
+step_stripe_mock() {
+  if [[ $MODE != test && ( -n ${HIVE_STRIPE_SECRET_KEY:-} || -n ${HIVE_STRIPE_API_BASE:-} ) ]]; then
+    log "stripe-mock not needed (HIVE_STRIPE_SECRET_KEY or HIVE_STRIPE_API_BASE is set)"
+    return
+  fi
+  local bin=$SVC_CACHE_DIR/bin/stripe-mock
+  # The binary says only "master" for its version: the installed version is kept beside it.
+  local marker=$bin.version
+  if [[ -x $bin && "$(cat "$marker" 2>/dev/null)" == "$STRIPE_MOCK_VERSION" ]]; then
+    log "stripe-mock present ($STRIPE_MOCK_VERSION)"
+    return
+  fi
+  local go
+  go=$(command -v go 2>/dev/null || true)
+  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
+  [[ -n $go ]] || die "Go is needed to install stripe-mock (not on PATH, not at /usr/local/go/bin/go)"
+  log "installing stripe-mock $STRIPE_MOCK_VERSION with go install (takes a few minutes the first time)"
+  local tmpbin
+  mkdir -p "$SVC_CACHE_DIR/bin"
+  tmpbin=$(mktemp -d "$SVC_CACHE_DIR/bin/.install.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmpbin'" EXIT
+  run_logged "$CACHE_LOG_DIR/stripe-mock-install.log" env GOBIN="$tmpbin" "$go" install "$STRIPE_MOCK_MODULE@$STRIPE_MOCK_VERSION"
+  mv -f "$tmpbin/stripe-mock" "$bin"
+  rm -rf "$tmpbin"
+  trap - EXIT
+  printf '%s\n' "$STRIPE_MOCK_VERSION" >"$marker"
+  log "stripe-mock installed ($STRIPE_MOCK_VERSION)"
+}
+
 step_npm
 step_postgres
 step_pgvector
 step_redis
 step_temporal
 if [[ $MODE == test ]]; then step_chromium; fi
+step_stripe_mock

@@ -19,6 +19,7 @@ import { API_NODE_ARGS, WORKER_NODE_ARGS } from './lib/node-args.js';
 import {
   freePort,
   isPortOpen,
+  startStripeMock,
   startTemporalDevServer,
   stopChild,
   stopRecordedServices,
@@ -110,7 +111,7 @@ function spawnNode(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = 
 }
 
 async function startPlatform(temporalAddress: string): Promise<void> {
-  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()) };
+  const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()), ...(await stripeOrMock()) };
   spawnNode('workers/main.ts', env, WORKER_NODE_ARGS);
   spawnNode('api/main.ts', env, API_NODE_ARGS);
   spawnNode('api/hive/main.ts', env);
@@ -150,6 +151,24 @@ async function upstreamsOrEmulator(): Promise<Record<string, string>> {
   mkdirSync(config.dataDir, { recursive: true });
   say(`no provider key configured: every provider is served by the upstream emulator at ${url} (deterministic answers, not real models)`);
   return emulatorProviderEnv(url, emulator.credentials, config.dataDir);
+}
+
+/**
+ * With no Stripe configured (neither HIVE_STRIPE_SECRET_KEY nor HIVE_STRIPE_API_BASE), the hive's
+ * card top-ups go to stripe-mock on HIVE_STRIPE_MOCK_PORT, run by this command (or one already
+ * listening there), with a test key it accepts: a developer can start a checkout on this machine.
+ */
+async function stripeOrMock(): Promise<Record<string, string>> {
+  if (config.HIVE_STRIPE_SECRET_KEY || config.HIVE_STRIPE_API_BASE) return {};
+  const port = config.HIVE_STRIPE_MOCK_PORT;
+  const apiBase = (await isPortOpen(port))
+    ? `http://127.0.0.1:${port}`
+    : await startStripeMock({ port, logFile: path.join(config.dataDir, 'run', 'stripe-mock.log') }).then((mock) => {
+        children.push(mock.process);
+        return mock.apiBase;
+      });
+  say(`no Stripe key configured: the hive's card top-ups go to stripe-mock at ${apiBase} (nothing is charged)`);
+  return { HIVE_STRIPE_API_BASE: apiBase, HIVE_STRIPE_SECRET_KEY: 'sk_test_stripeMock' };
 }
 
 /**
