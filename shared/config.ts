@@ -60,6 +60,8 @@ const configSchema = z.object({
     .string()
     .refine((id) => catalogModel(id)?.kind === 'embedding', 'an embedding model id of the catalog, such as svc:openai/text-embedding-3-small')
     .default('svc:openai/text-embedding-3-small'),
+  /** The hive's origin as browsers see it behind a proxy: its dashboard's writes may come from it, its links and cookies (Secure when https) follow it. */
+  HIVE_PUBLIC_BASE_URL: z.url().optional(),
   /** POST /v1/signup of the hive answers only when the operator starts the server with this on. */
   HIVE_SIGNUP_ENABLED: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   /** Signups one client address may attempt per hour, counted in the database so every replica counts alike. */

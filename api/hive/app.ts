@@ -1,10 +1,12 @@
 import express, { type Express } from 'express';
 import type { HiveServices } from '../../shared/composition/hive.js';
 import { createBaseApp } from '../middleware/base-app.js';
+import { dashboardRouter } from './dashboard/routes.js';
 import { errorHandler, notFound } from './errors.js';
 import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
 import { adminRoutes } from './routes/admin.js';
 import { billingRoutes, STRIPE_WEBHOOK_PATH } from './routes/billing.js';
+import { dashboardApiRoutes } from './routes/dashboard.js';
 import { healthRoutes } from './routes/health.js';
 import { identityRoutes } from './routes/identity.js';
 import { machineRoutes } from './routes/machines.js';
@@ -15,7 +17,7 @@ import { sessionRoutes } from './routes/sessions.js';
 
 /** Every route of the hive, in one table: the API is mounted from it and the docs pages are written from it. */
 export function hiveRouteTable(hive: HiveServices): HiveRouteDefinition[] {
-  const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...machineRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive)];
+  const definitions = [...healthRoutes(hive), ...identityRoutes(hive), ...machineRoutes(hive), ...memoryRoutes(hive), ...sessionRoutes(hive), ...reportRoutes(hive), ...dashboardApiRoutes(hive)];
   definitions.push(...billingRoutes(hive));
   definitions.push(...adminRoutes(hive));
   definitions.push(...pageRoutes(definitions));
@@ -35,6 +37,8 @@ export function createHiveApp(hive: HiveServices): Express {
   app.use(STRIPE_WEBHOOK_PATH, express.raw({ limit: config.HIVE_JSON_BODY_LIMIT, type: () => true }));
   app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
+  // The browser dashboard: cookie sessions, urlencoded forms and pages for its refusals (its own router).
+  app.use(dashboardRouter(hive));
   app.use(mountHiveRoutes(hive, hiveRouteTable(hive)));
 
   app.use(notFound);
