@@ -115,8 +115,10 @@ async function startPlatform(temporalAddress: string): Promise<void> {
   spawnNode('workers/main.ts', env, WORKER_NODE_ARGS);
   spawnNode('api/main.ts', env, API_NODE_ARGS);
   spawnNode('api/hive/main.ts', env);
+  spawnNode('api/hive/relay/main.ts', env);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
   await waitForHive(`${config.hiveBaseUrl}/v1/health`);
+  await waitForRelay(config.HIVE_RELAY_PORT, config.HIVE_RELAY_HOST);
   const lines = [
     '',
     health.status === 'ok'
@@ -127,6 +129,7 @@ async function startPlatform(temporalAddress: string): Promise<void> {
     `  Metrics          ${config.publicBaseUrl}/metrics`,
     `  Memory hive      ${config.hiveBaseUrl}/v1`,
     `  Hive health      ${config.hiveBaseUrl}/v1/health`,
+    `  Hive relay       ${config.hiveRelayUrl} (mutual TLS, for enrolled machines)`,
     `  Temporal Web UI  ${config.temporalUiUrl}`,
     '  Operator CLI     npm run admin -- help',
     '',
@@ -212,6 +215,17 @@ async function waitForHive(url: string): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   if (!stopping) throw new Error(`the memory hive did not answer at ${url} within 60 s`);
+}
+
+/** Waits until the hive's relay accepts connections (it serves once it holds its certificate from the hive's CA), at most a minute. */
+async function waitForRelay(port: number, host: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  const target = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  while (Date.now() < deadline && !stopping) {
+    if (await isPortOpen(port, target)) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  if (!stopping) throw new Error(`the hive relay did not listen on ${target}:${port} within 60 s`);
 }
 
 async function runTests(temporalAddress: string): Promise<void> {
