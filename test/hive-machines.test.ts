@@ -146,6 +146,18 @@ describe('enrolment by request, approval and claim', () => {
     expect((await world.post('/v1/enrol/claim', undefined, { request_id, claim_secret })).status).toBe(409);
   });
 
+  it("is approved from a machine the organisation's admin already holds", async () => {
+    const key = await machineKey();
+    const ownersMachine = await world.post('/v1/enrol', undefined, { email: owner.email, password: 'correct horse battery staple', csr: key.csr });
+    expect(ownersMachine.status).toBe(201);
+    const requested = await world.post('/v1/enrol/request', undefined, { email: member.email, csr: (await machineKey()).csr });
+    const pending = await world.post('/v1/enrol/pending', ownersMachine.body.token);
+    expect(pending.body.requests.map((request: { request_id: string }) => request.request_id)).toContain(requested.body.request_id);
+    expect((await world.post('/v1/enrol/approve', ownersMachine.body.token, { request_id: requested.body.request_id })).status).toBe(200);
+    const claimed = await world.post('/v1/enrol/claim', undefined, { request_id: requested.body.request_id, claim_secret: requested.body.claim_secret });
+    expect(claimed.body.machine.kind).toBe('permanent');
+  });
+
   it('keeps a request for an unknown address like any other, and no organisation ever lists it', async () => {
     const key = await machineKey();
     const requested = await world.post('/v1/enrol/request', undefined, { email: `stranger-${Date.now()}@example.test`, csr: key.csr });

@@ -137,6 +137,36 @@ describe('the relay', () => {
   }, 70_000);
 });
 
+describe('a missed revocation announcement', () => {
+  it('still refuses the machine within a minute: no cached status outlives its TTL', async () => {
+    const shortLived = await startWorldRelay(world, { ttlMs: 3_000 });
+    try {
+      const machine = await enrolTemporary();
+      expect((await relayPost(shortLived.url, ca, '/v1/whoami', machine.tls, machine.token)).status).toBe(200);
+      // Revoked with the triggers off: no NOTIFY reaches any relay, as when a listening connection is down.
+      const client = await world.hive.db.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('SET LOCAL session_replication_role = replica');
+        await client.query('UPDATE hive.machines SET revoked_at = now() WHERE id = $1', [machine.id]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      const revokedAt = Date.now();
+      let status = 200;
+      while (status !== 403 && Date.now() - revokedAt < 60_000) {
+        status = (await relayPost(shortLived.url, ca, '/v1/whoami', machine.tls, machine.token)).status;
+        if (status !== 403) await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(status).toBe(403);
+      expect(Date.now() - revokedAt).toBeLessThan(60_000);
+    } finally {
+      await shortLived.close();
+    }
+  }, 70_000);
+});
+
 describe('renewal through the relay', () => {
   it('renews a permanent machine, after which its old and new certificates both pass; a temporary machine is refused', async () => {
     const temporary = await enrolTemporary();
