@@ -2,7 +2,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SIGN_IN_REFUSED } from '../shared/hive/dashboard/sign-in.js';
 import { launchBrowser, pathOf, submit } from './support/browser.js';
-import { admitPerson, createNode, signUp, startHiveWorld, type HiveOwner, type HiveWorld } from './support/hive-world.js';
+import { admitPerson, createNode, machineKey, signUp, startHiveWorld, type HiveOwner, type HiveWorld } from './support/hive-world.js';
 import { startStripeStandIn, type StripeStandIn } from './support/stripe-mock.js';
 import { call } from './support/test-platform.js';
 
@@ -254,7 +254,7 @@ describe('what a signed-in person sees', () => {
 
     const ownerPage = await signedInPage(owner.email);
     expect(await ownerPage.page.getByRole('heading', { level: 2 }).allTextContents()).toEqual(
-      expect.arrayContaining(['Your grant', 'Seats', 'Approve a device code', 'Billing', 'People', 'Credentials']),
+      expect.arrayContaining(['Your grant', 'Seats', 'Approve a device code', 'Billing', 'People', 'Credentials', 'Machines']),
     );
     expect(await ownerPage.page.locator('main').textContent()).toContain(readerEmail);
   });
@@ -310,6 +310,24 @@ describe('admin writes', () => {
     const across = await send('/dashboard/revoke', { cookie, origin: ownOrigin(), form: { id: foreign.body.id } });
     expect(across.status).toBe(404);
     expect((await world.post('/v1/whoami', foreign.body.token)).status).toBe(200);
+  });
+
+  it('lists the organisation\'s machines and revokes one, its token with it', async () => {
+    const owner = await signUp(world, 'machines-org');
+    const enrolled = await world.post('/v1/enrol', undefined, { email: owner.email, password: OWNER_PASSWORD, csr: (await machineKey()).csr, name: 'build-box' });
+    expect(enrolled.status).toBe(201);
+    expect((await world.post('/v1/whoami', enrolled.body.token)).status).toBe(200);
+
+    const { page } = await signedInPage(owner.email);
+    const row = page.getByRole('row').filter({ hasText: 'build-box' });
+    expect(await row.getByRole('cell').allTextContents()).toEqual(expect.arrayContaining(['build-box', 'temporary', owner.email, 'active']));
+    // A machine's token is the machine's: listed and revoked as the machine, not among the tokens.
+    expect(await page.locator('section[aria-labelledby="credentials-title"]').textContent()).not.toContain('machine build-box');
+
+    const answer = await submit(page, row.getByRole('button', { name: 'Revoke machine build-box' }));
+    expect(answer.status()).toBe(200);
+    expect(await page.getByRole('row').filter({ hasText: 'build-box' }).getByRole('cell').allTextContents()).toContain('revoked');
+    expect((await world.post('/v1/whoami', enrolled.body.token)).status).toBe(401);
   });
 
   it('refuses a write with a foreign or missing Origin (403) and changes nothing', async () => {

@@ -35,7 +35,7 @@ const approveForm = z.object({
   guardrail: z.literal('on').optional(),
   axiom: z.literal('on').optional(),
 });
-const revokeForm = z.object({ id: z.string().regex(/^tok_[0-9A-Za-z]{24}$/, 'a credential id (tok_…)') });
+const revokeForm = z.object({ id: z.string().regex(/^(tok|mch)_[0-9A-Za-z]{24}$/, 'a credential id (tok_… or mch_…)') });
 const topUpForm = z.object({ amount: z.coerce.number().min(TOP_UP_MIN_USD).max(TOP_UP_MAX_USD) });
 
 export function dashboardRouter(hive: HiveServices): Router {
@@ -48,8 +48,8 @@ export function dashboardRouter(hive: HiveServices): Router {
   // Forms are urlencoded, and only these routes read them; the Origin check runs before any body is read.
   router.use(['/login', '/dashboard'], pageHeaders, sameOriginWrites(config.HIVE_PUBLIC_BASE_URL), express.urlencoded({ extended: false, limit: '16kb' }));
 
-  router.get('/login', async (req, res) => {
-    if (await findSession(db, readCookie(req, SESSION_COOKIE))) return res.redirect(303, '/dashboard');
+  // The cookie's path is /dashboard, so this page never sees a session: it always offers the form.
+  router.get('/login', (_req, res) => {
     sendPage(res, 200, loginPage());
   });
 

@@ -99,7 +99,8 @@ ${nodeTable(view.nodes)}
 ${view.approver && approveSection(view, notices.approveDraft ?? {})}
 ${view.admin && notices.billing !== undefined && billingSection(notices.billing, notices.topUp ?? null)}
 ${view.people && peopleSection(view.people)}
-${view.credentials && credentialsSection(view.credentials)}`,
+${view.credentials && credentialsSection(view.credentials)}
+${view.machines && machinesSection(view.machines)}`,
     { signedInAs: view.email },
   );
 }
@@ -190,6 +191,28 @@ ${credentials.map((token) => html`<tr>
   <td>${timeOf(token.created_at)}</td>
   <td>${token.expires_at ? timeOf(token.expires_at) : 'never'}</td>
   <td><form method="post" action="/dashboard/revoke"><input type="hidden" name="id" value="${token.id}"><button type="submit">Revoke<span class="visually-hidden"> ${token.display_prefix} ${token.name ?? ''}</span></button></form></td>
+</tr>
+`)}</tbody>
+</table>`}
+</section>`;
+}
+
+function machinesSection(machines: NonNullable<OrganisationView['machines']>): SafeHtml {
+  return html`<section aria-labelledby="machines-title">
+<h2 id="machines-title">Machines</h2>
+${machines.length === 0
+  ? html`<p>No machines are enrolled.</p>`
+  : html`<table>
+<thead><tr><th scope="col">Name</th><th scope="col">Kind</th><th scope="col">Person</th><th scope="col">Status</th><th scope="col">Expires</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<tbody>
+${machines.map((machine) => html`<tr>
+  <td>${machine.name}</td>
+  <td>${machine.kind}</td>
+  <td>${machine.person.email}</td>
+  <td>${machine.status}</td>
+  <td>${machine.expires_at ? timeOf(machine.expires_at) : 'never'}</td>
+  <td>${machine.last_seen_at ? timeOf(machine.last_seen_at) : 'never'}</td>
+  <td>${machine.status === 'active' && html`<form method="post" action="/dashboard/revoke"><input type="hidden" name="id" value="${machine.id}"><button type="submit">Revoke<span class="visually-hidden"> machine ${machine.name}</span></button></form>`}</td>
 </tr>
 `)}</tbody>
 </table>`}

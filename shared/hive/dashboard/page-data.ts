@@ -1,6 +1,7 @@
 import type { Db, Queryable } from '../../db/pool.js';
 import type { HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
+import { listMachines, revokeMachine } from '../machines.js';
 import { getMemory } from '../memories.js';
 import * as hiveRepo from '../repository.js';
 import { rankOf, roleOfRank, type Role } from '../roles.js';
@@ -35,6 +36,8 @@ export interface OrganisationView {
   seats: number;
   people: repo.PersonRow[] | null;
   credentials: repo.CredentialRow[] | null;
+  /** The organisation's machines, revoked and expired ones included (for an admin). */
+  machines: Awaited<ReturnType<typeof listMachines>>['machines'] | null;
 }
 
 export async function organisationView(db: Db, signedIn: SignedIn): Promise<OrganisationView> {
@@ -46,9 +49,13 @@ export async function organisationView(db: Db, signedIn: SignedIn): Promise<Orga
   ]);
   const nodes = reached.map(nodeView);
   const admin = reached.some((node) => node.parent_id === null && node.rank >= rankOf('admin'));
-  const [people, credentials] = admin
-    ? await Promise.all([repo.peopleOfOrganisation(db, credential.orgId), repo.liveCredentials(db, credential.orgId, CREDENTIALS_SHOWN)])
-    : [null, null];
+  const [people, credentials, machines] = admin
+    ? await Promise.all([
+        repo.peopleOfOrganisation(db, credential.orgId),
+        repo.liveCredentials(db, credential.orgId, CREDENTIALS_SHOWN),
+        listMachines(db, credential).then((listed) => listed.machines),
+      ])
+    : [null, null, null];
   return {
     organisation: { id: credential.orgId, name },
     email: signedIn.email,
@@ -58,6 +65,7 @@ export async function organisationView(db: Db, signedIn: SignedIn): Promise<Orga
     seats,
     people,
     credentials,
+    machines,
   };
 }
 
@@ -95,11 +103,15 @@ export async function requireOrganisationAdmin(db: Queryable, credential: HiveCr
   if (rank < rankOf('admin')) throw hiveError(403, 'This needs the admin role on the organisation.');
 }
 
-/** POST /dashboard/revoke: a credential of the caller's own organisation; any other is not found. */
-export async function revokeCredential(db: Queryable, credential: HiveCredential, tokenId: string) {
+/**
+ * POST /dashboard/revoke: a token (`tok_…`) or a machine (`mch_…`, its token with it) of the
+ * caller's own organisation; one of another organisation is not found.
+ */
+export async function revokeCredential(db: Db, credential: HiveCredential, id: string) {
   await requireOrganisationAdmin(db, credential);
-  if (!(await repo.revokeTokenInOrganisation(db, credential.orgId, tokenId))) throw hiveError(404, `No live credential ${tokenId} in this organisation.`);
-  return { id: tokenId, revoked: true };
+  if (id.startsWith('mch_')) return revokeMachine(db, credential, id);
+  if (!(await repo.revokeTokenInOrganisation(db, credential.orgId, id))) throw hiveError(404, `No live credential ${id} in this organisation.`);
+  return { id, revoked: true };
 }
 
 function nodeView(node: hiveRepo.ReachedNodeRow): NodeView {

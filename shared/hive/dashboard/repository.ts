@@ -171,8 +171,9 @@ export interface CredentialRow {
 }
 
 /**
- * The organisation's live tokens, newest first. The tokens behind browser sessions are not listed:
- * they are the sessions themselves, and end with sign-out or expiry.
+ * The organisation's live tokens, newest first. The tokens behind browser sessions are not listed
+ * (they are the sessions themselves, and end with sign-out or expiry), nor are machines' (listed
+ * as the machines they belong to, and revoked with them).
  */
 export async function liveCredentials(db: Queryable, orgId: string, limit: number): Promise<CredentialRow[]> {
   const { rows } = await db.query<CredentialRow>(
@@ -182,6 +183,7 @@ export async function liveCredentials(db: Queryable, orgId: string, limit: numbe
        LEFT JOIN hive.nodes n ON n.id = t.grant_node_id
       WHERE t.org_id = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
         AND NOT EXISTS (SELECT 1 FROM hive.dashboard_sessions s WHERE s.token_id = t.id)
+        AND NOT EXISTS (SELECT 1 FROM hive.machines m WHERE m.token_id = t.id)
       ORDER BY t.created_at DESC, t.id
       LIMIT $2`,
     [orgId, limit],
