@@ -179,7 +179,7 @@ describe('audit rows', () => {
     // The first two rows of the root and the vault's rows are three days old; the last root row is one day old.
     await db().query(`UPDATE hive.audit_log SET created_at = created_at - interval '3 days' WHERE org_id = $1`, [owner.orgId]);
     await db().query(
-      `UPDATE hive.audit_log SET created_at = now() - interval '30 hours' WHERE id = (SELECT id FROM hive.audit_log WHERE org_id = $1 AND action = 'settings.replaced' AND node_id = $2 ORDER BY id DESC LIMIT 1)`,
+      `UPDATE hive.audit_log SET created_at = now() - interval '30 hours' WHERE id = (SELECT id FROM hive.audit_log WHERE org_id = $1 AND action = 'settings.replaced' AND node_id = $2 ORDER BY created_at DESC LIMIT 1)`,
       [owner.orgId, owner.rootNodeId],
     );
     const before = (await db().query(`SELECT id, node_id, action, created_at FROM hive.audit_log WHERE org_id = $1 ORDER BY created_at`, [owner.orgId])).rows;

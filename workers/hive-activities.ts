@@ -4,7 +4,7 @@ import { embedSweepPage, finishEmbedSweep } from '../shared/hive/compliance/embe
 import { openScheduledJob, type ComplianceServices } from '../shared/hive/compliance/jobs.js';
 import type { JobKind } from '../shared/hive/compliance/repository.js';
 import { applyRetentionPage, finishRetention, planRetentionJob } from '../shared/hive/compliance/retention.js';
-import { beatingWhile, heartbeating } from './activity-support.js';
+import { beatingWhile } from './activity-support.js';
 
 /**
  * Activities of the memory hive's compliance workflows: thin adapters over
@@ -22,9 +22,8 @@ export function createHiveActivities(platform: GatewayServices) {
     hiveErasurePages: (jobId: string) => erasurePages(hive, jobId),
     eraseHiveMemoryPage: (jobId: string, page: number) => beatingWhile(2_000, () => eraseMemoryPage(hive, jobId, page)),
     eraseHiveRemainder: (jobId: string) => beatingWhile(2_000, () => eraseRemainder(hive, jobId)),
-    // An embedding refused for good (a 4xx from the provider) fails the sweep at once rather than retrying.
-    hiveEmbedSweepPage: (jobId: string, after: string) => heartbeating(2_000, () => embedSweepPage(hive, jobId, after)),
-    finishHiveEmbedSweep: (jobId: string, totals: { embedded: number; stale: number; pages: number }) => finishEmbedSweep(hive, jobId, totals),
+    hiveEmbedSweepPage: (jobId: string, after: string) => beatingWhile(2_000, () => embedSweepPage(hive, jobId, after)),
+    finishHiveEmbedSweep: (jobId: string, totals: { embedded: number; stale: number; refused: number; pages: number }) => finishEmbedSweep(hive, jobId, totals),
   };
 }
 

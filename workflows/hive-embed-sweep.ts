@@ -10,7 +10,7 @@ const PAGES_PER_RUN = 500;
 interface SweepState {
   jobId?: string;
   after?: string;
-  totals?: { embedded: number; stale: number; pages: number };
+  totals?: { embedded: number; stale: number; refused: number; pages: number };
 }
 
 /**
@@ -20,7 +20,7 @@ interface SweepState {
  */
 export async function hiveEmbedSweepWorkflow(input: SweepState): Promise<Record<string, unknown>> {
   const jobId = input.jobId ?? (await steps.openScheduledHiveJob('embed', workflowInfo().workflowId));
-  const totals = { embedded: 0, stale: 0, pages: 0, ...input.totals };
+  const totals = { embedded: 0, stale: 0, refused: 0, pages: 0, ...input.totals };
   let after = input.after ?? '';
   for (let run = 0; ; run++) {
     if (run >= PAGES_PER_RUN) return continueAsNew<typeof hiveEmbedSweepWorkflow>({ jobId, after, totals });
@@ -28,6 +28,7 @@ export async function hiveEmbedSweepWorkflow(input: SweepState): Promise<Record<
     if (page.next === null) break;
     totals.embedded += page.embedded;
     totals.stale += page.stale;
+    totals.refused += page.refused;
     totals.pages += 1;
     after = page.next;
   }

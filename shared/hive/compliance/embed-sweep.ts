@@ -1,4 +1,5 @@
 import { withTransaction } from '../../db/pool.js';
+import { ServiceError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { HiveCredential } from '../access.js';
 import { embedMemory, hiveEmbeddingModel } from '../embedding.js';
@@ -34,25 +35,33 @@ export interface EmbedPage {
   next: string | null;
   embedded: number;
   stale: number;
+  /** Memories the provider refused for good (a 4xx other than 429): counted and passed over, so one cannot stop every sweep. */
+  refused: number;
 }
 
 /** Embeds the next page after `after`, each memory's current version as its queued job would. */
 export async function embedSweepPage(services: ComplianceServices, jobId: string, after: string): Promise<EmbedPage> {
   const job = await repo.jobById(services.db, jobId);
-  if (!job || job.status === 'completed') return { next: null, embedded: 0, stale: 0 };
+  if (!job || job.status === 'completed') return { next: null, embedded: 0, stale: 0, refused: 0 };
   const model = hiveEmbeddingModel(services.config);
   const rows = await repo.unembeddedAfter(services.db, job.org_id, after, model.id, EMBED_PAGE);
-  if (rows.length === 0) return { next: null, embedded: 0, stale: 0 };
-  let embedded = 0;
+  if (rows.length === 0) return { next: null, embedded: 0, stale: 0, refused: 0 };
+  const outcomes: ('embedded' | 'stale' | 'refused')[] = [];
   for (let start = 0; start < rows.length; start += CONCURRENCY) {
-    const outcomes = await Promise.all(rows.slice(start, start + CONCURRENCY).map((row) => embedMemory(services, { memoryId: row.id, version: row.version })));
-    embedded += outcomes.filter((outcome) => outcome === 'embedded').length;
+    outcomes.push(...(await Promise.all(rows.slice(start, start + CONCURRENCY).map((row) => embedMemory(services, { memoryId: row.id, version: row.version }).catch(refusedForGood)))));
   }
-  return { next: rows.at(-1)!.id, embedded, stale: rows.length - embedded };
+  const count = (outcome: string) => outcomes.filter((each) => each === outcome).length;
+  return { next: rows.at(-1)!.id, embedded: count('embedded'), stale: count('stale'), refused: count('refused') };
+}
+
+/** A provider's permanent refusal of one memory's text; anything else (the provider or database away) is thrown for the step to retry. */
+function refusedForGood(error: unknown): 'refused' {
+  if (error instanceof ServiceError && error.status < 500 && error.status !== 429) return 'refused';
+  throw error;
 }
 
 /** Completes the sweep with its totals and, for an organisation's own sweep, its audit row, in one transaction. */
-export async function finishEmbedSweep(services: Pick<ComplianceServices, 'db' | 'config'>, jobId: string, totals: { embedded: number; stale: number; pages: number }): Promise<Record<string, unknown>> {
+export async function finishEmbedSweep(services: Pick<ComplianceServices, 'db' | 'config'>, jobId: string, totals: { embedded: number; stale: number; refused: number; pages: number }): Promise<Record<string, unknown>> {
   const result = { model: services.config.HIVE_EMBEDDING_MODEL, ...totals };
   await withTransaction(services.db, async (client) => {
     const job = await repo.jobById(client, jobId, true);

@@ -518,11 +518,6 @@ export async function unembeddedAfter(db: Queryable, orgId: string | null, after
   return rows;
 }
 
-export async function organisationIds(db: Queryable, orgId: string | null): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(`SELECT id FROM hive.organisations WHERE $1::text IS NULL OR id = $1 ORDER BY id`, [orgId]);
-  return rows.map((row) => row.id);
-}
-
 /** Events an erasure job deleted, as its audit rows record them. */
 export async function auditedEventCount(db: Queryable, jobId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
