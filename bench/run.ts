@@ -27,6 +27,7 @@ import { runVectorStoreBench } from './vector-stores.js';
 import { runAssistantBench } from './assistants.js';
 import { runBrainBench } from './brains.js';
 import { runPackBench } from './packs.js';
+import { runHiveBench } from './hive.js';
 import { goal, section, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -34,7 +35,7 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const DURATION_SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants|brains|packs runs one section. */
+/** BENCH_ONLY=front-door|hot-path|gateway|webhooks|batch|cpu|vector-stores|assistants|brains|packs|hive runs one section. */
 const ONLY = process.env.BENCH_ONLY;
 const runs = (section: string) => !ONLY || ONLY === section;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -245,8 +246,26 @@ if (runs('packs')) {
   });
 }
 
+if (runs('hive')) {
+  console.log('');
+  section(
+    'hive',
+    'Memory hive',
+    'Issue 29. Recall over HTTP by a person whose grant reaches a tenth of an organisation\'s memories and nodes (ten projects, the person a member of one), with its SQL alone (recallHits in the bench\'s process, the query\'s vector given) beside it; and remember through the API, several at a time. The hive runs as its own process (api/hive/main.ts) on the bench database, the emulator in another embedding the queries. The organisation, nodes and person are made through the API; the memories are written straight into hive.memories with the vectors the worker would store (the emulator\'s embeddings of title and body), short notes on a few dozen made-up topics, each node keeping mostly to one topic; queries are two to four words of a memory the person reaches (seven in ten) or of a topic. Everything a run made is deleted after it. BENCH_HIVE_MEMORIES, BENCH_HIVE_NODES, BENCH_HIVE_QUERIES, BENCH_HIVE_WRITES and BENCH_HIVE_CONCURRENCY change the sizes.',
+  );
+  await runHiveBench({
+    databaseUrl: benchDatabase.toString(),
+    memories: Number(process.env.BENCH_HIVE_MEMORIES ?? 100_000),
+    nodes: Number(process.env.BENCH_HIVE_NODES ?? 1_000),
+    queries: Number(process.env.BENCH_HIVE_QUERIES ?? 200),
+    warmup: 20,
+    writes: Number(process.env.BENCH_HIVE_WRITES ?? 5_000),
+    writeConcurrency: Number(process.env.BENCH_HIVE_CONCURRENCY ?? 16),
+  });
+}
+
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs']);
+writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs', 'hive']);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });
