@@ -251,3 +251,23 @@ describe('another organisation', () => {
     expect((await world.post('/v1/enrol/pending', owner.token)).body.requests.map((request: { request_id: string }) => request.request_id)).toContain(requested.body.request_id);
   });
 });
+
+describe('the sign-in lockout', () => {
+  // Last in the file: it locks this file's client address (127.0.0.1) for fifteen minutes, then clears it.
+  it('locks enrolment by password after ten wrong passwords for an address, the right one included', async () => {
+    const email = `locked-${owner.orgId.toLowerCase()}@example.test`;
+    const token = await admitPerson(world, owner.token, { email, node: owner.rootNodeId, role: 'reader' });
+    expect((await world.post('/v1/password', token, { password: MEMBER_PASSWORD })).status).toBe(200);
+    // Earlier tests' wrong passwords came from this place too: count from none.
+    await world.hive.db.query('DELETE FROM hive.sign_in_failures');
+    const key = await machineKey();
+    const statuses: number[] = [];
+    for (let attempt = 0; attempt < 10; attempt++) statuses.push((await world.post('/v1/enrol', undefined, { email, password: `wrong password ${attempt}`, csr: key.csr })).status);
+    expect(statuses).toEqual(Array(10).fill(401));
+    const locked = await world.post('/v1/enrol', undefined, { email, password: MEMBER_PASSWORD, csr: key.csr });
+    expect(locked.status).toBe(429);
+    expect(locked.body.error).toContain('locked');
+    await world.hive.db.query('DELETE FROM hive.sign_in_failures');
+    expect((await world.post('/v1/enrol', undefined, { email, password: MEMBER_PASSWORD, csr: key.csr })).status).toBe(201);
+  });
+});

@@ -5,6 +5,8 @@ import { withTransaction } from '../db/pool.js';
 import { newId } from '../ids.js';
 import type { HiveCredential } from './access.js';
 import { parseCertificateRequest } from './certificate-authority.js';
+import { clearSignInFailures, lockedUntil, recordSignInFailure } from './dashboard/repository.js';
+import { SIGN_IN_LOCK } from './dashboard/sign-in.js';
 import { hiveError } from './errors.js';
 import * as repo from './machine-repository.js';
 import { createMachine } from './machines.js';
@@ -33,14 +35,27 @@ export interface PasswordEnrolment {
   name?: string;
 }
 
-/** A temporary machine for the person whose address and password these are; 401 alike for a wrong password and an unknown address. */
+/**
+ * A temporary machine for the person whose address and password these are; 401 alike for a wrong
+ * password and an unknown address. A password typed here counts as a sign-in (spec 3's lockout,
+ * shared with the dashboard's: shared/hive/dashboard/sign-in.ts): ten wrong ones for an address,
+ * or from one client address, lock both for fifteen minutes (429), before any password is read.
+ */
 export async function enrolWithPassword(hive: EnrolmentServices, input: PasswordEnrolment, clientAddress: string) {
   await limitAttempts(hive, clientAddress);
   const request = await parseCertificateRequest(input.csr);
+  const subjects = [`address:${input.email}`, `place:${clientAddress}`];
+  const until = await lockedUntil(hive.db, subjects);
+  if (until) throw hiveError(429, `Sign-in is locked after ten wrong passwords, for fifteen minutes: try again after ${until.toISOString()}.`);
   const person = await repo.personForEnrolment(hive.db, input.email);
   // An unknown address still costs a hash, so the answer's timing does not tell it from a wrong password.
   const passwordOk = await verifyPassword(input.password, person?.password_hash ?? UNUSABLE_HASH);
-  if (!person?.password_hash || !passwordOk) throw hiveError(401, 'Wrong email or password (set the password with POST /v1/password).');
+  if (!person?.password_hash || !passwordOk) {
+    await recordSignInFailure(hive.db, subjects, SIGN_IN_LOCK);
+    throw hiveError(401, 'Wrong email or password (set the password with POST /v1/password).');
+  }
+  // The place's count stays, as at the dashboard: a right password for one address says nothing about guesses at others.
+  await clearSignInFailures(hive.db, subjects[0]!);
   return withTransaction(hive.db, (client) => createMachine(hive, client, { orgId: person.org_id, personId: person.id, kind: 'temporary', name: input.name ?? null, request }));
 }
 
