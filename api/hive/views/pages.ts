@@ -1,5 +1,4 @@
-import type { BrowseView, NodeView, OrganisationView } from '../../../shared/hive/dashboard/page-data.js';
-import type { memoryView } from '../../../shared/hive/dashboard/page-data.js';
+import type { BrowseView, memoryView, NodeView, OrganisationView } from '../../../shared/hive/dashboard/page-data.js';
 import { ROLES } from '../../../shared/hive/roles.js';
 import { html, layout, signupScript, timeOf, type SafeHtml } from './html.js';
 

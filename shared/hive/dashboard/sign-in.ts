@@ -27,10 +27,13 @@ export async function signIn(db: Db, input: { email: string; password: string; p
   // address collects failures and locks exactly like a known one.
   if (until) return { outcome: 'locked', until, message: lockedMessage(until) };
 
+  // Made (once per process) before the lookup, whatever the address, so that not even the first
+  // unknown address of a process takes longer than a known one.
+  const dummy = await dummyPasswordHash();
   const candidate = await repo.signInCandidate(db, address);
   // One scrypt run whatever the address: an unknown address, or a person with no password yet, is
   // checked against a hash of nobody's password, so the answer takes as long as a wrong password.
-  const matches = await verifyPassword(input.password, candidate?.password_hash ?? (await dummyPasswordHash()));
+  const matches = await verifyPassword(input.password, candidate?.password_hash ?? dummy);
   if (!candidate?.password_hash || !matches) {
     await repo.recordSignInFailure(db, subjects, SIGN_IN_LOCK);
     return { outcome: 'refused', message: SIGN_IN_REFUSED };
