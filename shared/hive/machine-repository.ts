@@ -125,15 +125,14 @@ export interface CertificateMachineRow {
   active: boolean;
 }
 
+const MACHINE_BY_CERTIFICATE = `SELECT m.id AS machine_id, m.org_id, m.person_id, m.name, m.kind, m.expires_at, m.revoked_at, c.certificate, c.not_after,
+    (m.revoked_at IS NULL AND coalesce(m.expires_at, 'infinity') > now() AND c.not_after > now()) AS active
+  FROM hive.machine_certificates c JOIN hive.machines m ON m.id = c.machine_id
+ WHERE c.serial = $1`;
+
 /** The machine a certificate serial was issued to, with that certificate. */
 export async function machineByCertificate(db: Queryable, serial: string): Promise<CertificateMachineRow | undefined> {
-  const { rows } = await db.query<CertificateMachineRow>(
-    `SELECT m.id AS machine_id, m.org_id, m.person_id, m.name, m.kind, m.expires_at, m.revoked_at, c.certificate, c.not_after,
-            (m.revoked_at IS NULL AND coalesce(m.expires_at, 'infinity') > now() AND c.not_after > now()) AS active
-       FROM hive.machine_certificates c JOIN hive.machines m ON m.id = c.machine_id
-      WHERE c.serial = $1`,
-    [serial],
-  );
+  const { rows } = await db.query<CertificateMachineRow>(MACHINE_BY_CERTIFICATE, [serial]);
   return rows[0];
 }
 
@@ -226,12 +225,6 @@ export async function markEnrolmentClaimed(db: Queryable, requestId: string, mac
 
 /** The machine of a certificate serial, locked for its renewal. */
 export async function machineByCertificateForUpdate(db: Queryable, serial: string): Promise<CertificateMachineRow | undefined> {
-  const { rows } = await db.query<CertificateMachineRow>(
-    `SELECT m.id AS machine_id, m.org_id, m.person_id, m.name, m.kind, m.expires_at, m.revoked_at, c.certificate, c.not_after,
-            (m.revoked_at IS NULL AND coalesce(m.expires_at, 'infinity') > now() AND c.not_after > now()) AS active
-       FROM hive.machine_certificates c JOIN hive.machines m ON m.id = c.machine_id
-      WHERE c.serial = $1 FOR UPDATE OF m`,
-    [serial],
-  );
+  const { rows } = await db.query<CertificateMachineRow>(`${MACHINE_BY_CERTIFICATE} FOR UPDATE OF m`, [serial]);
   return rows[0];
 }
