@@ -50,7 +50,7 @@ ${view.error !== undefined && html`<p class="error" role="alert">${view.error}</
   <p><label for="password">Password</label> <input id="password" name="password" type="password" autocomplete="current-password" required></p>
   <button type="submit">Sign in</button>
 </form>
-<p class="muted">From the client command, <code>dashboard</code> opens this page already signed in.</p>`,
+<p class="muted">Holding a token instead? <code>POST /v1/dashboard/session</code> answers a one-time link that opens the dashboard signed in.</p>`,
   );
 }
 
