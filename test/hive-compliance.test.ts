@@ -74,6 +74,15 @@ describe('role checks', () => {
   });
 });
 
+describe('the reference pages', () => {
+  it('list every compliance route with its body', async () => {
+    const text = await (await fetch(`${world.baseUrl}/llms.txt`)).text();
+    for (const path of ['retention', 'erase', 'hold', 'settings', 'embed', 'job']) expect(text).toContain(`- POST /v1/admin/${path} [token]: `);
+    expect(text).toContain('body: { node: string, settings?: { retention: { kind?: "note"');
+    expect(text).toContain('body (2): { action: "lift", id: string }');
+  });
+});
+
 describe('POST /v1/admin/settings', () => {
   it('refuses a partial record with 400, replaces the whole record, and a node below inherits it', async () => {
     const owner = await signUp(world, 'settled');
@@ -226,7 +235,7 @@ describe('POST /v1/admin/erase', () => {
     expect([event.status, trait.status]).toEqual([201, 201]);
     const ownersEvent = await post('/v1/log', owner.token, { node: 'erasers/app', text: 'owner was here' });
 
-    const erased = await post('/v1/admin/erase', owner.token, { person: email });
+    const erased = await post('/v1/admin/erase', owner.token, { person: email.toUpperCase() });
     expect(erased.status, erased.text).toBe(200);
     expect(erased.body).toMatchObject({ kind: 'erasure', status: 'completed', result: { subject: person.id, events_deleted: 1, traits_deleted: 1, memories: { deleted: 1, anonymised: 2 } } });
     expect(idsOf(erased.body.memories.deleted)).toEqual([plain]);
@@ -268,7 +277,8 @@ describe('POST /v1/admin/erase', () => {
     const hold = await post('/v1/admin/hold', owner.token, { action: 'place', node: 'holders/case', reason: 'court order 12' });
     expect(hold.body.hold).toMatchObject({ id: expect.stringMatching(/^hld_/), node: { path: 'holders/case' }, status: 'active', reason: 'court order 12' });
 
-    const refused = await post('/v1/admin/erase', owner.token, { person: email });
+    const { rows: [person] } = await db().query(`SELECT id FROM hive.people WHERE email = $1`, [email]);
+    const refused = await post('/v1/admin/erase', owner.token, { person: person.id });
     expect(refused.status).toBe(409);
     expect(refused.body.error).toMatch(/legal hold covers what witness@holders.test wrote .*nothing was erased.*queued/);
     expect(refused.body).toMatchObject({
@@ -281,7 +291,6 @@ describe('POST /v1/admin/erase', () => {
 
     // Nothing went, and nothing goes while the hold stands.
     expect(await existing(memories)).toEqual(sorted(memories));
-    const { rows: [person] } = await db().query(`SELECT id FROM hive.people WHERE email = $1`, [email]);
     const events = async () => (await db().query(`SELECT count(*)::int AS n FROM hive.events WHERE person_id = $1`, [person.id])).rows[0].n;
     expect(await events()).toBe(1);
     // The workflow has tried its first page and found the hold (the plan's pages, then the page: two activities done).

@@ -16,7 +16,8 @@ import * as repo from './repository.js';
  */
 export async function requestErasure(services: ComplianceServices, credential: HiveCredential, input: { person: string; wait_seconds: number }) {
   const root = await ownedOrganisation(services.db, credential);
-  const person = await repo.personInOrg(services.db, credential.orgId, input.person);
+  // Addresses are stored lowercase; a person id is matched as given.
+  const person = await repo.personInOrg(services.db, credential.orgId, input.person.includes('@') ? input.person.toLowerCase() : input.person);
   if (!person) throw hiveError(404, `No person ${input.person} in this organisation.`);
   const planned = await withTransaction(services.db, async (client) => {
     // The hold lock: no hold lands between the look at the holds and the job's status.

@@ -1,6 +1,5 @@
 import type { Config } from '../../config.js';
 import type { Queryable } from '../../db/pool.js';
-import type { Logger } from '../../logger.js';
 import type { Infrastructure } from '../../platform/infrastructure.js';
 import type { ProviderRegistry } from '../../providers/registry.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
@@ -17,7 +16,6 @@ import * as repo from './repository.js';
 export type ComplianceServices = Pick<Infrastructure, 'db' | 'temporal' | 'logger'> & {
   config: Config;
   providers: ProviderRegistry;
-  logger: Logger;
 };
 
 /** Memories settled per page (one transaction each, its audit rows with it). */
