@@ -14,12 +14,19 @@ export const SIGN_IN_LOCK = { limit: 10, windowSeconds: 15 * 60, lockSeconds: 15
 /** The one answer to every refused password, so the form does not tell which addresses have accounts. */
 export const SIGN_IN_REFUSED = 'The email or password is not right.';
 
-export type SignInOutcome =
-  | { outcome: 'signed_in'; session: NewSession }
+export type PasswordCheck =
+  | { outcome: 'accepted'; person: { id: string; orgId: string } }
   | { outcome: 'refused'; message: string }
   | { outcome: 'locked'; message: string; until: Date };
 
-export async function signIn(db: Db, input: { email: string; password: string; place: string }): Promise<SignInOutcome> {
+export type SignInOutcome = { outcome: 'signed_in'; session: NewSession } | Exclude<PasswordCheck, { outcome: 'accepted' }>;
+
+/**
+ * An address and password checked under the lockout: every place a password is typed (the
+ * dashboard's sign-in, and password enrolment could be too) goes through here, so one count
+ * guards them all.
+ */
+export async function checkPassword(db: Db, input: { email: string; password: string; place: string }): Promise<PasswordCheck> {
   const address = input.email.trim().toLowerCase();
   const subjects = [`address:${address}`, `place:${input.place}`];
   const until = await repo.lockedUntil(db, subjects);
@@ -40,7 +47,14 @@ export async function signIn(db: Db, input: { email: string; password: string; p
   }
   // The place's count stays: a right password for one address says nothing about guesses at others.
   await repo.clearSignInFailures(db, subjects[0]!);
-  return { outcome: 'signed_in', session: await startSession(db, { id: candidate.id, orgId: candidate.org_id }) };
+  return { outcome: 'accepted', person: { id: candidate.id, orgId: candidate.org_id } };
+}
+
+/** The dashboard's sign-in: the password checked under the lockout, then a session. */
+export async function signIn(db: Db, input: { email: string; password: string; place: string }): Promise<SignInOutcome> {
+  const checked = await checkPassword(db, input);
+  if (checked.outcome !== 'accepted') return checked;
+  return { outcome: 'signed_in', session: await startSession(db, checked.person) };
 }
 
 function lockedMessage(until: Date): string {
