@@ -17,6 +17,8 @@ const relay = await startRelay({
   upstream: config.hiveBaseUrl,
   host: config.HIVE_RELAY_HOST,
   port: config.HIVE_RELAY_PORT,
+  // URL keeps an IPv6 host in brackets; a certificate names the address without them.
+  names: [new URL(config.hiveRelayUrl).hostname.replace(/^\[(.*)\]$/, '$1')],
 });
 hive.logger.info({ url: relay.url, upstream: config.hiveBaseUrl }, 'hive relay listening');
 

@@ -32,6 +32,8 @@ export interface RelayOptions {
   upstream: string;
   host: string;
   port: number;
+  /** Further names its certificate must carry: the host of the public address machines are given (HIVE_RELAY_PUBLIC_URL). */
+  names?: string[];
 }
 
 export interface Relay {
@@ -48,7 +50,7 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-en
 export async function startRelay(options: RelayOptions): Promise<Relay> {
   const { authority, gate, logger } = options;
   const upstream = new URL(options.upstream);
-  const hosts = [options.host, 'localhost', '127.0.0.1', '::1'].filter((host) => host !== '0.0.0.0' && host !== '::');
+  const hosts = [options.host, ...(options.names ?? []), 'localhost', '127.0.0.1', '::1'].filter((host) => host !== '0.0.0.0' && host !== '::');
   const secureContext = async () => {
     const issued = await authority.issueServerCertificate(hosts, SERVER_CERTIFICATE_DAYS);
     return { cert: issued.certificate.pem, key: issued.privateKeyPem, ca: authority.certificatePem };
