@@ -195,7 +195,7 @@ describe('audit rows', () => {
     expect(before.map((row) => row.action)).toEqual(['settings.replaced', 'hold.placed', 'settings.replaced', 'settings.replaced']);
 
     // A dry run removes nothing.
-    await post('/v1/admin/retention', owner.token, {});
+    const dryRun = await post('/v1/admin/retention', owner.token, {});
     expect((await db().query(`SELECT count(*)::int AS n FROM hive.audit_log WHERE id = ANY($1)`, [before.map((row) => row.id)])).rows[0].n).toBe(4);
 
     const applied = await post('/v1/admin/retention', owner.token, { apply: true });
@@ -208,10 +208,14 @@ describe('audit rows', () => {
     ]);
     expect(after.slice(2).map((row) => row.action)).toEqual(['retention.requested', 'retention.dry_run', 'retention.requested', 'retention.completed']);
 
-    // Lifted, the vault's rows (two days' lifetime, three days old) expire with the next sweep.
+    // Lifted, the vault's rows (two days' lifetime, three days old) expire with the next sweep; so
+    // does a job finished longer ago than the root's lifetime.
     await post('/v1/admin/hold', owner.token, { action: 'lift', id: hold.body.hold.id });
+    await db().query(`UPDATE hive.compliance_jobs SET finished_at = now() - interval '3 days' WHERE id = $1`, [dryRun.body.id]);
     const next = await post('/v1/admin/retention', owner.token, { apply: true });
-    expect(next.body.result.audit_rows_expired).toBe(2);
+    expect(next.body.result).toMatchObject({ audit_rows_expired: 2, jobs_expired: 1 });
+    expect((await post('/v1/admin/job', owner.token, { id: dryRun.body.id })).status).toBe(404);
+    expect((await post('/v1/admin/job', owner.token, { id: applied.body.id })).body.status).toBe('completed');
     const left = (await db().query(`SELECT action FROM hive.audit_log WHERE org_id = $1 AND id = ANY($2)`, [owner.orgId, before.map((row) => row.id)])).rows;
     expect(left).toEqual([]);
   }, 60_000);

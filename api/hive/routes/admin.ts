@@ -53,7 +53,7 @@ export function adminRoutes(hive: HiveServices): HiveRouteDefinition[] {
     hiveRoute({
       method: 'post', path: '/v1/admin/job', summary: 'One compliance job (retention, erasure, embedding sweep) with its result', access: 'credential', body: jobBody,
       handle: async ({ res, body, credential }) => {
-        res.json(await readJob(db, credential, body.id));
+        res.json(await readJob(hive, credential, body.id));
       },
     }),
   ];

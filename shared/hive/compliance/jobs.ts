@@ -41,7 +41,9 @@ export async function startJobWorkflow(services: ComplianceServices, job: Pick<r
       taskQueue: services.config.TEMPORAL_TASK_QUEUE,
       workflowId: job.id,
       args: [{ jobId: job.id }],
+      // A running workflow is joined; one that ran and closed is never run again from here.
       workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
       staticSummary: `Hive ${job.kind} ${job.id}`,
     });
   } catch (error) {
@@ -64,12 +66,17 @@ export async function awaitJob(services: ComplianceServices, jobId: string, wait
   return { status: job.status === 'completed' ? 200 : 202, job };
 }
 
-/** POST /v1/admin/job: a job of the caller's organisation, as the route that made it answers it. */
-export async function readJob(db: Queryable, credential: HiveCredential, id: string): Promise<JobView> {
-  await ownedOrganisation(db, credential);
-  const job = await repo.jobById(db, id);
+/**
+ * POST /v1/admin/job: a job of the caller's organisation, as the route that made it answers it. A
+ * job not yet completed has its workflow started if it has none (the process that made the job
+ * died before starting it); a running workflow is left as it is.
+ */
+export async function readJob(services: ComplianceServices, credential: HiveCredential, id: string): Promise<JobView> {
+  await ownedOrganisation(services.db, credential);
+  const job = await repo.jobById(services.db, id);
   if (!job || job.org_id !== credential.orgId) throw hiveError(404, `No compliance job ${id}.`);
-  return viewJob(db, id);
+  if (job.status !== 'completed') await startJobWorkflow(services, job);
+  return viewJob(services.db, id);
 }
 
 export interface ItemView {

@@ -489,6 +489,25 @@ export async function deleteExpiredAudit(db: Queryable, orgId: string | null, at
   return rowCount ?? 0;
 }
 
+/**
+ * Deletes up to `limit` completed jobs (their items with them) of one organisation, or all: null,
+ * that finished longer ago than the audit-row lifetime in force on their organisation's root;
+ * answers how many went. Queued and running jobs stay, whatever their age.
+ */
+export async function deleteExpiredJobs(db: Queryable, orgId: string | null, at: Date, except: string, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM hive.compliance_jobs WHERE id IN (
+       SELECT j.id FROM hive.compliance_jobs j
+         LEFT JOIN hive.nodes n ON n.org_id = j.org_id AND n.parent_id IS NULL
+         LEFT JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s ON true
+        WHERE ($1::text IS NULL OR j.org_id = $1) AND j.status = 'completed' AND j.id <> $3
+          AND j.finished_at < $2::timestamptz - make_interval(days => coalesce(s.audit_row_days, $5))
+        LIMIT $4)`,
+    [orgId, at, except, limit, DEFAULT_AUDIT_ROW_DAYS],
+  );
+  return rowCount ?? 0;
+}
+
 export async function rootNodeOf(db: Queryable, orgId: string): Promise<{ id: string; name_path: string }> {
   const { rows } = await db.query<{ id: string; name_path: string }>(`SELECT id, name_path FROM hive.nodes WHERE org_id = $1 AND parent_id IS NULL`, [orgId]);
   return rows[0]!;

@@ -10,7 +10,8 @@ import * as repo from './repository.js';
  * names what would go and what stays and why; an applied sweep deletes exactly what its plan
  * names, page by page, each page re-checked under the organisation's hold lock. A memory that
  * supersedes another, one superseded by another, a pinned one and anything under a legal hold
- * stay. The applied sweep also removes audit rows past their node's audit-row lifetime.
+ * stay. The applied sweep also removes audit rows past their node's audit-row lifetime, and
+ * completed jobs past their organisation's.
  */
 export async function requestRetention(services: ComplianceServices, credential: HiveCredential, input: { apply: boolean; wait_seconds: number }) {
   const root = await ownedOrganisation(services.db, credential);
@@ -70,25 +71,30 @@ export async function applyRetentionPage(services: Pick<ComplianceServices, 'db'
   });
 }
 
-/** Audit rows expired per transaction. */
-const AUDIT_EXPIRY_BATCH = 1_000;
+/** Expired audit rows (or jobs) removed per statement. */
+const EXPIRY_BATCH = 1_000;
 
 /**
- * The sweep's last step: an applied sweep removes expired audit rows (batch by batch; a retry
- * finds fewer), then the job completes with its totals and, for an organisation's own sweep, an
+ * The sweep's last step: an applied sweep removes expired audit rows and completed jobs (batch by
+ * batch; a retry finds fewer), then the job completes with its totals and, for an organisation's own sweep, an
  * audit row saying what it did, in the same transaction.
  */
 export async function finishRetention(services: Pick<ComplianceServices, 'db'>, jobId: string): Promise<Record<string, unknown>> {
   const job = await repo.jobById(services.db, jobId);
   if (!job) return { found: false };
   if (job.status === 'completed') return job.result ?? {};
-  let auditRowsExpired = 0;
+  const expired = { audit_rows_expired: 0, jobs_expired: 0 };
   while (job.apply) {
-    const removed = await repo.deleteExpiredAudit(services.db, job.org_id, job.as_of, AUDIT_EXPIRY_BATCH);
-    auditRowsExpired += removed;
-    if (removed < AUDIT_EXPIRY_BATCH) break;
+    const removed = await repo.deleteExpiredAudit(services.db, job.org_id, job.as_of, EXPIRY_BATCH);
+    expired.audit_rows_expired += removed;
+    if (removed < EXPIRY_BATCH) break;
   }
-  const result = { dry_run: !job.apply, as_of: job.as_of.toISOString(), memories: await itemTotals(services.db, jobId), ...(job.apply && { audit_rows_expired: auditRowsExpired }) };
+  while (job.apply) {
+    const removed = await repo.deleteExpiredJobs(services.db, job.org_id, job.as_of, job.id, EXPIRY_BATCH);
+    expired.jobs_expired += removed;
+    if (removed < EXPIRY_BATCH) break;
+  }
+  const result = { dry_run: !job.apply, as_of: job.as_of.toISOString(), memories: await itemTotals(services.db, jobId), ...(job.apply && expired) };
   await withTransaction(services.db, async (client) => {
     const locked = await repo.jobById(client, jobId, true);
     if (!locked || locked.status === 'completed') return;
