@@ -1,12 +1,10 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { verifyPassword } from '../accounts/passwords.js';
 import type { HiveServices } from '../composition/hive.js';
 import { withTransaction } from '../db/pool.js';
 import { newId } from '../ids.js';
 import type { HiveCredential } from './access.js';
 import { parseCertificateRequest } from './certificate-authority.js';
-import { clearSignInFailures, lockedUntil, recordSignInFailure } from './dashboard/repository.js';
-import { SIGN_IN_LOCK } from './dashboard/sign-in.js';
+import { checkPassword } from './dashboard/sign-in.js';
 import { hiveError } from './errors.js';
 import * as repo from './machine-repository.js';
 import { createMachine } from './machines.js';
@@ -44,19 +42,11 @@ export interface PasswordEnrolment {
 export async function enrolWithPassword(hive: EnrolmentServices, input: PasswordEnrolment, clientAddress: string) {
   await limitAttempts(hive, clientAddress);
   const request = await parseCertificateRequest(input.csr);
-  const subjects = [`address:${input.email}`, `place:${clientAddress}`];
-  const until = await lockedUntil(hive.db, subjects);
-  if (until) throw hiveError(429, `Sign-in is locked after ten wrong passwords, for fifteen minutes: try again after ${until.toISOString()}.`);
-  const person = await repo.personForEnrolment(hive.db, input.email);
-  // An unknown address still costs a hash, so the answer's timing does not tell it from a wrong password.
-  const passwordOk = await verifyPassword(input.password, person?.password_hash ?? UNUSABLE_HASH);
-  if (!person?.password_hash || !passwordOk) {
-    await recordSignInFailure(hive.db, subjects, SIGN_IN_LOCK);
-    throw hiveError(401, 'Wrong email or password (set the password with POST /v1/password).');
-  }
-  // The place's count stays, as at the dashboard: a right password for one address says nothing about guesses at others.
-  await clearSignInFailures(hive.db, subjects[0]!);
-  return withTransaction(hive.db, (client) => createMachine(hive, client, { orgId: person.org_id, personId: person.id, kind: 'temporary', name: input.name ?? null, request }));
+  const checked = await checkPassword(hive.db, { email: input.email, password: input.password, place: clientAddress });
+  if (checked.outcome === 'locked') throw hiveError(429, checked.message);
+  if (checked.outcome === 'refused') throw hiveError(401, 'Wrong email or password (set the password with POST /v1/password).');
+  const { person } = checked;
+  return withTransaction(hive.db, (client) => createMachine(hive, client, { orgId: person.orgId, personId: person.id, kind: 'temporary', name: input.name ?? null, request }));
 }
 
 export interface EnrolmentRequestInput {
@@ -160,5 +150,3 @@ async function keyFingerprint(csrPem: string): Promise<string> {
   return Buffer.from(await request.publicKey.getThumbprint('SHA-256')).toString('hex');
 }
 
-/** A well-formed scrypt hash no password matches (random salt and key): verified against when the address is unknown. */
-const UNUSABLE_HASH = ['scrypt', 2 ** 15, 8, 1, randomBytes(16).toString('base64url'), randomBytes(32).toString('base64url')].join('$');
