@@ -148,13 +148,18 @@ describe('POST /v1/admin/retention', () => {
     expect(keptReasons(dry.body)).toEqual({ [retracted]: 'superseded', [retracting]: 'supersedes', [pinned]: 'pinned', [held]: 'legal_hold' });
     expect(await existing(all)).toEqual(sorted(all));
 
-    const applied = await post('/v1/admin/retention', owner.token, { apply: true });
+    // Since the dry run another note has expired: applying the dry run deletes only what it named.
+    await age([youngNote], 40);
+    expect((await post('/v1/admin/retention', owner.token, { from_dry_run: dry.body.id })).status).toBe(400);
+    const applied = await post('/v1/admin/retention', owner.token, { apply: true, from_dry_run: dry.body.id });
     expect(applied.status, applied.text).toBe(200);
-    expect(applied.body).toMatchObject({ apply: true, status: 'completed', result: { dry_run: false, memories: { deleted: 2, kept: 4 } } });
+    expect(applied.body).toMatchObject({ apply: true, status: 'completed', result: { dry_run: false, memories: { deleted: 2, kept: 5 } } });
     expect(idsOf(applied.body.memories.deleted)).toEqual(sorted([oldNote, scratchFact]));
     expect(applied.body.memories.would_delete).toBeUndefined();
-    expect(keptReasons(applied.body)).toEqual(keptReasons(dry.body));
+    expect(keptReasons(applied.body)).toEqual({ ...keptReasons(dry.body), [youngNote]: 'not_in_dry_run' });
     expect(await existing(all)).toEqual(sorted([youngNote, unruled, retracted, retracting, pinned, held]));
+    expect((await post('/v1/admin/retention', owner.token, { apply: true, from_dry_run: applied.body.id })).status).toBe(409);
+    expect((await post('/v1/admin/retention', owner.token, { apply: true, from_dry_run: 'cmp_elsewhere' })).status).toBe(404);
 
     // Each deletion is audited once, on its node, in the page that made it.
     const deletions = (await db().query(`SELECT node_id, detail FROM hive.audit_log WHERE job_id = $1 AND action = 'retention.deleted'`, [applied.body.id])).rows;
@@ -162,7 +167,7 @@ describe('POST /v1/admin/retention', () => {
     expect((await post('/v1/admin/job', owner.token, { id: applied.body.id })).body).toEqual(applied.body);
     expect(await auditActions(owner.orgId)).toEqual(['settings.replaced', 'hold.placed', 'retention.requested', 'retention.dry_run', 'retention.requested', 'retention.deleted', 'retention.completed']);
 
-    // The daily schedule runs the applied sweep of every organisation: the retraction stays.
+    // The daily schedule runs the applied sweep of every organisation: the expired note goes, the retraction stays.
     const scheduleId = `hive-retention-${world.hive.config.TEMPORAL_TASK_QUEUE}`;
     const schedule = await temporal().schedule.getHandle(scheduleId).describe();
     expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'hiveRetentionWorkflow' });
@@ -173,7 +178,9 @@ describe('POST /v1/admin/retention', () => {
       { context: workerLog },
     );
     expect(scheduled[0].id.startsWith(scheduleId)).toBe(true);
-    expect(await existing(all)).toEqual(sorted([youngNote, unruled, retracted, retracting, pinned, held]));
+    expect(await existing(all)).toEqual(sorted([unruled, retracted, retracting, pinned, held]));
+    const scheduledDeletion = (await db().query(`SELECT org_id, node_id, person_id, detail FROM hive.audit_log WHERE job_id = $1`, [scheduled[0].id])).rows;
+    expect(scheduledDeletion).toEqual([{ org_id: owner.orgId, node_id: expect.stringMatching(/^nd_/), person_id: null, detail: { memory_ids: [youngNote], rules: [30] } }]);
   }, 120_000);
 });
 

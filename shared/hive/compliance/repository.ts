@@ -203,10 +203,11 @@ const RETENTION_KEEP_REASON = `CASE WHEN ${HELD('n')} THEN 'legal_hold'
 /**
  * Plans a retention sweep: every memory of the job's organisation (every organisation: null) that
  * a rule in force on its node has expired as of the job's `as_of`, each with the action the sweep
- * takes (`delete`, or `keep` with why). Deletions are numbered into pages of `pageSize` by id.
- * Answers the number of pages.
+ * takes (`delete`, or `keep` with why). With `dryRunId`, only what that dry run named is deleted:
+ * a memory expired since is kept (`not_in_dry_run`). Deletions are numbered into pages of
+ * `pageSize` by id. Answers the number of pages.
  */
-export async function planRetention(db: Queryable, job: Pick<JobRow, 'id' | 'org_id' | 'as_of'>, pageSize: number): Promise<number> {
+export async function planRetention(db: Queryable, job: Pick<JobRow, 'id' | 'org_id' | 'as_of'>, pageSize: number, dryRunId: string | null = null): Promise<number> {
   await db.query(
     `INSERT INTO hive.compliance_items (job_id, memory_id, page, org_id, node_id, node_path, scope, kind, written_at, max_age_days, action, reason)
      SELECT $1, c.id,
@@ -214,7 +215,9 @@ export async function planRetention(db: Queryable, job: Pick<JobRow, 'id' | 'org
             c.org_id, c.node_id, c.name_path, c.scope, c.kind, c.updated_at, c.max_age_days,
             CASE WHEN c.reason IS NULL THEN 'delete' ELSE 'keep' END, c.reason
        FROM (
-         SELECT m.id, m.org_id, m.node_id, n.name_path, m.scope, m.kind, m.updated_at, r.max_age_days, ${RETENTION_KEEP_REASON} AS reason
+         SELECT m.id, m.org_id, m.node_id, n.name_path, m.scope, m.kind, m.updated_at, r.max_age_days,
+                coalesce(${RETENTION_KEEP_REASON}, CASE WHEN $5::text IS NOT NULL AND NOT EXISTS (
+                  SELECT 1 FROM hive.compliance_items d WHERE d.job_id = $5 AND d.memory_id = m.id AND d.action = 'delete') THEN 'not_in_dry_run' END) AS reason
            FROM hive.memories m
            JOIN hive.nodes n ON n.id = m.node_id
            CROSS JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s
@@ -227,7 +230,7 @@ export async function planRetention(db: Queryable, job: Pick<JobRow, 'id' | 'org
             AND m.updated_at < $4::timestamptz - make_interval(days => r.max_age_days)
        ) c
      ON CONFLICT DO NOTHING`,
-    [job.id, job.org_id, pageSize, job.as_of],
+    [job.id, job.org_id, pageSize, job.as_of, dryRunId],
   );
   return pagesOf(db, job.id);
 }

@@ -1,6 +1,7 @@
 import { withTransaction } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import type { HiveCredential } from '../access.js';
+import { hiveError } from '../errors.js';
 import { awaitJob, itemTotals, ownedOrganisation, PAGE_SIZE, startJobWorkflow, type ComplianceServices } from './jobs.js';
 import * as repo from './repository.js';
 
@@ -8,16 +9,26 @@ import * as repo from './repository.js';
  * Retention sweeps (POST /v1/admin/retention, and the daily `hive-retention` schedule): the rules in
  * force on each node (settings.ts) expire memories by age since they were last written. A dry run
  * names what would go and what stays and why; an applied sweep deletes exactly what its plan
- * names, page by page, each page re-checked under the organisation's hold lock. A memory that
+ * names (with `from_dry_run`, only what that dry run named), page by page, each page re-checked under the organisation's hold lock. A memory that
  * supersedes another, one superseded by another, a pinned one and anything under a legal hold
  * stay. The applied sweep also removes audit rows past their node's audit-row lifetime, and
  * completed jobs past their organisation's.
  */
-export async function requestRetention(services: ComplianceServices, credential: HiveCredential, input: { apply: boolean; wait_seconds: number }) {
+export async function requestRetention(services: ComplianceServices, credential: HiveCredential, input: { apply: boolean; from_dry_run?: string; wait_seconds: number }) {
   const root = await ownedOrganisation(services.db, credential);
   const job = await withTransaction(services.db, async (client) => {
     const made = await repo.insertJob(client, { id: newId('cmp_'), orgId: credential.orgId, kind: 'retention', apply: input.apply, personId: credential.personId, tokenId: credential.tokenId });
-    await repo.insertAudit(client, [{ orgId: credential.orgId, nodeId: root.id, action: 'retention.requested', jobId: made.id, personId: credential.personId, tokenId: credential.tokenId, detail: { apply: input.apply } }]);
+    if (input.from_dry_run) {
+      // Applying a dry run: planned here, as of now, restricted to what the dry run named.
+      const dryRun = await repo.jobById(client, input.from_dry_run);
+      if (dryRun?.org_id !== credential.orgId || dryRun.kind !== 'retention') throw hiveError(404, `No retention job ${input.from_dry_run}.`);
+      if (dryRun.apply || dryRun.status !== 'completed') throw hiveError(409, `Job ${dryRun.id} is not a completed dry run.`);
+      await repo.markPlanned(client, made.id, await repo.planRetention(client, made, PAGE_SIZE, dryRun.id));
+    }
+    await repo.insertAudit(client, [{
+      orgId: credential.orgId, nodeId: root.id, action: 'retention.requested', jobId: made.id, personId: credential.personId, tokenId: credential.tokenId,
+      detail: { apply: input.apply, ...(input.from_dry_run && { from_dry_run: input.from_dry_run }) },
+    }]);
     return made;
   });
   await startJobWorkflow(services, job);

@@ -39,8 +39,10 @@ export const settingsBody = z.strictObject({
 export const retentionBody = z.strictObject({
   /** Delete what the sweep finds; without it the sweep is a dry run that names what would go. */
   apply: z.boolean().default(false),
+  /** With apply: delete only what this dry run (its job id) named, of what the rules still expire. */
+  from_dry_run: z.string().trim().min(1).max(300).optional(),
   wait_seconds: waitSeconds,
-});
+}).refine((body) => body.apply || body.from_dry_run === undefined, { message: 'from_dry_run applies a dry run: send apply: true with it', path: ['from_dry_run'] });
 
 export const eraseBody = z.strictObject({
   /** The person whose writing and attribution go: an address or a person id of the caller's organisation. */
