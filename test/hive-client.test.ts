@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -42,8 +42,7 @@ function startHive(args: string[], env: Record<string, string | undefined>): Run
   let stdout = '';
   let stderr = '';
   const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
+  const settle = () => {
     for (const waiter of [...waiters]) {
       const found = stdout.split('\n').find((line) => waiter.pattern.test(line));
       if (found !== undefined) {
@@ -51,6 +50,10 @@ function startHive(args: string[], env: Record<string, string | undefined>): Run
         waiter.resolve(found);
       }
     }
+  };
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+    settle();
   });
   child.stderr.on('data', (chunk) => (stderr += chunk));
   const done = new Promise<Run>((resolve) => {
@@ -64,6 +67,8 @@ function startHive(args: string[], env: Record<string, string | undefined>): Run
     line: (pattern) =>
       new Promise((resolve, reject) => {
         waiters.push({ pattern, resolve });
+        // The line may have come before anyone asked for it.
+        settle();
         void done.then((run) => reject(new Error(`the client ended (${run.code}) without printing ${pattern}:\n${run.stdout}\n${run.stderr}`)));
       }),
   };
@@ -285,6 +290,59 @@ describe('npm run hive -- with the saved credential', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('(HTTP 403)');
   });
+});
+
+describe('npm run hive -- enrol and machines', () => {
+  it('enrols this machine by password: a key made here, its certificate checked and stored with it in the 0600 file', async () => {
+    const configDir = newConfigDir();
+    const wrong = await startHive(['enrol', '--email', owner.email, '--password', 'not the right password', '--name', 'laptop-1'], { HIVE_URL: world.baseUrl, HIVE_CONFIG_DIR: configDir }).done;
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('(HTTP 401)');
+    expect(() => statSync(path.join(configDir, 'credentials.json'))).toThrow(/ENOENT/);
+
+    // The password from HIVE_PASSWORD, so that it is not on the command line.
+    const enrolled = await startHive(['enrol', '--json', '--email', owner.email, '--name', 'laptop-1'], { HIVE_URL: world.baseUrl, HIVE_CONFIG_DIR: configDir, HIVE_PASSWORD: 'correct horse battery staple' }).done;
+    expect(enrolled.code).toBe(0);
+    const answer = enrolled.lines[0];
+    expect(answer).toMatchObject({
+      machine: { id: expect.stringMatching(/^mch_/), name: 'laptop-1', kind: 'temporary', expires_at: expect.any(String) },
+      relay: expect.stringMatching(/^https:\/\//),
+      certificate: { fingerprint256: expect.stringMatching(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/) },
+      credentials_file: path.join(configDir, 'credentials.json'),
+    });
+    expect(enrolled.stdout).not.toMatch(/PRIVATE KEY|hvt_/);
+
+    const file = path.join(configDir, 'credentials.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const saved = JSON.parse(readFileSync(file, 'utf8'));
+    expect(saved).toMatchObject({ server: world.baseUrl, via: 'enrol', person: { email: owner.email }, machine: { id: answer.machine.id, name: 'laptop-1', kind: 'temporary', relay: answer.relay } });
+    const certificate = new X509Certificate(saved.machine.certificate);
+    expect(certificate.checkPrivateKey(createPrivateKey(saved.machine.private_key))).toBe(true);
+    expect(certificate.verify(new X509Certificate(saved.machine.ca_certificate).publicKey)).toBe(true);
+    expect(certificate.subject).toContain(`CN=${answer.machine.id}`);
+    expect(certificate.fingerprint256).toBe(answer.certificate.fingerprint256);
+
+    // The store: the machine, with the token the file holds.
+    const { rows } = await world.hive.db.query(
+      `SELECT m.name, m.kind, m.token_id, t.token_hash FROM hive.machines m JOIN hive.tokens t ON t.id = m.token_id WHERE m.id = $1`,
+      [answer.machine.id],
+    );
+    expect(rows).toEqual([{ name: 'laptop-1', kind: 'temporary', token_id: saved.token_id, token_hash: sha256(saved.token) }]);
+
+    const asMachine = (...args: string[]) => startHive(args, { HIVE_URL: world.baseUrl, HIVE_CONFIG_DIR: configDir }).done;
+    const who = await asMachine('whoami');
+    expect(who.stdout).toContain(`Machine:       laptop-1 (${answer.machine.id}, temporary, expires ${answer.machine.expires_at.slice(0, 10)})`);
+    expect(who.stdout).toContain(`Person:        ${owner.email}`);
+
+    const listed = await asMachine('machines');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain(`${answer.machine.id}  laptop-1  temporary  active  expires ${answer.machine.expires_at.slice(0, 10)}  (enrolled `);
+    const json = await asMachine('machines', '--json');
+    expect(json.lines[0].machines).toEqual([expect.objectContaining({ id: answer.machine.id, name: 'laptop-1', kind: 'temporary', status: 'active' })]);
+
+    // The member admitted by the device flow has none of their own.
+    expect((await hive('machines')).stdout).toBe('No machines enrolled.\n');
+  }, 60_000);
 });
 
 describe('npm run hive -- where the credential comes from', () => {
