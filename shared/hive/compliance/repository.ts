@@ -194,8 +194,8 @@ export interface ItemRow {
   title: string | null;
 }
 
-/** Why a memory a retention rule has expired stays: a legal hold, or a supersession or pin it is part of. */
-const RETENTION_KEEP_REASON = `CASE WHEN ${HELD('n')} THEN 'legal_hold'
+/** Why a memory `m` a retention rule has expired stays: a legal hold (`held`, an SQL boolean), or a supersession or pin it is part of. */
+const RETENTION_KEEP_REASON = (held: string) => `CASE WHEN ${held} THEN 'legal_hold'
   WHEN EXISTS (SELECT 1 FROM hive.memories o WHERE o.superseded_by = m.id) THEN 'supersedes'
   WHEN m.superseded_by IS NOT NULL THEN 'superseded'
   WHEN m.pinned THEN 'pinned' END`;
@@ -215,18 +215,22 @@ export async function planRetention(db: Queryable, job: Pick<JobRow, 'id' | 'org
             c.org_id, c.node_id, c.name_path, c.scope, c.kind, c.updated_at, c.max_age_days,
             CASE WHEN c.reason IS NULL THEN 'delete' ELSE 'keep' END, c.reason
        FROM (
-         SELECT m.id, m.org_id, m.node_id, n.name_path, m.scope, m.kind, m.updated_at, r.max_age_days,
-                coalesce(${RETENTION_KEEP_REASON}, CASE WHEN $5::text IS NOT NULL AND NOT EXISTS (
+         SELECT m.id, m.org_id, m.node_id, rn.name_path, m.scope, m.kind, m.updated_at, r.max_age_days,
+                coalesce(${RETENTION_KEEP_REASON('rn.held')}, CASE WHEN $5::text IS NOT NULL AND NOT EXISTS (
                   SELECT 1 FROM hive.compliance_items d WHERE d.job_id = $5 AND d.memory_id = m.id AND d.action = 'delete') THEN 'not_in_dry_run' END) AS reason
-           FROM hive.memories m
-           JOIN hive.nodes n ON n.id = m.node_id
-           CROSS JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s
+           FROM (
+             -- The rules and the hold of each node, worked out once per node rather than per memory.
+             SELECT n.id, n.name_path, s.retention, ${HELD('n')} AS held
+               FROM hive.nodes n CROSS JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s
+              WHERE ($2::text IS NULL OR n.org_id = $2) AND jsonb_array_length(s.retention) > 0
+           ) rn
+           JOIN hive.memories m ON m.node_id = rn.id
            CROSS JOIN LATERAL (
-             SELECT min((rule ->> 'max_age_days')::int) AS max_age_days FROM jsonb_array_elements(s.retention) rule
+             SELECT min((rule ->> 'max_age_days')::int) AS max_age_days FROM jsonb_array_elements(rn.retention) rule
               WHERE (rule ->> 'kind' IS NULL OR rule ->> 'kind' = m.kind)
                 AND (rule ->> 'scope' IS NULL OR m.scope = rule ->> 'scope' OR starts_with(m.scope, (rule ->> 'scope') || '/'))
            ) r
-          WHERE ($2::text IS NULL OR m.org_id = $2) AND r.max_age_days IS NOT NULL
+          WHERE r.max_age_days IS NOT NULL
             AND m.updated_at < $4::timestamptz - make_interval(days => r.max_age_days)
        ) c
      ON CONFLICT DO NOTHING`,
@@ -329,7 +333,7 @@ export interface MemoryState {
 /** The memories of a retention page as they stand, locked. */
 export async function lockForRetention(db: Queryable, ids: string[]): Promise<MemoryState[]> {
   const { rows } = await db.query<MemoryState>(
-    `SELECT m.id, m.org_id, m.node_id, m.updated_at, ${HELD('n')} AS held, ${RETENTION_KEEP_REASON} AS reason
+    `SELECT m.id, m.org_id, m.node_id, m.updated_at, ${HELD('n')} AS held, ${RETENTION_KEEP_REASON(HELD('n'))} AS reason
        FROM hive.memories m JOIN hive.nodes n ON n.id = m.node_id
       WHERE m.id = ANY($1::text[]) ORDER BY m.id FOR UPDATE OF m`,
     [ids],
@@ -481,11 +485,15 @@ export async function insertAudit(db: Queryable, entries: AuditEntry[]): Promise
 export async function deleteExpiredAudit(db: Queryable, orgId: string | null, at: Date, limit: number): Promise<number> {
   const { rowCount } = await db.query(
     `DELETE FROM hive.audit_log WHERE id IN (
-       SELECT a.id FROM hive.audit_log a JOIN hive.nodes n ON n.id = a.node_id
-         LEFT JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s ON true
-        WHERE ($1::text IS NULL OR a.org_id = $1)
-          AND a.created_at < $2::timestamptz - make_interval(days => coalesce(s.audit_row_days, $4))
-          AND NOT ${HELD('n')}
+       SELECT a.id
+         FROM (
+           -- Each node's lifetime, unless it is held, worked out once per node rather than per row.
+           SELECT n.id, coalesce(s.audit_row_days, $4) AS days
+             FROM hive.nodes n LEFT JOIN LATERAL ${SETTINGS_IN_FORCE('n')} s ON true
+            WHERE ($1::text IS NULL OR n.org_id = $1) AND NOT ${HELD('n')}
+         ) life
+         JOIN hive.audit_log a ON a.node_id = life.id
+        WHERE a.created_at < $2::timestamptz - make_interval(days => life.days)
         LIMIT $3)`,
     [orgId, at, limit, DEFAULT_AUDIT_ROW_DAYS],
   );
