@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTopUpCheckout } from '../shared/hive/payments.js';
 import { readWallet } from '../shared/hive/wallet.js';
+import { creditWallet, debitGroupStats, debitWallet, debitWalletGroup } from '../shared/hive/wallet-repository.js';
 import { signUp, startHiveWorld, type HiveOwner, type HiveWorld } from './support/hive-world.js';
 import { pollUntil } from './support/poll.js';
 import { checkoutCompleted, signedDelivery, startStripeStandIn, type StripeStandIn } from './support/stripe-mock.js';
@@ -162,5 +163,109 @@ describe('an empty wallet', () => {
     expect(written.status).toBe(201);
     expect((await world.post('/v1/log', owner.token, { node: 'emptyco', text: 'logged after the top-up' })).status).toBe(201);
     expect(await wallet(owner)).toMatchObject({ balanceMicros: 10_000_000n - 1_000n });
+  });
+});
+
+/** Each ledger row's balance_after is the one before it plus its amount: the rows chain in the order they were written. */
+function expectChained(rows: Awaited<ReturnType<typeof ledger>>) {
+  let balance = 0n;
+  for (const row of rows) {
+    balance += row.amount;
+    expect(row.after).toBe(balance);
+    expect(row.after).toBeGreaterThanOrEqual(0n);
+  }
+}
+
+describe('charges off the write path, grouped', () => {
+  it('serves a burst of remembers at the edge and lands the balance on exactly zero', async () => {
+    const owner = await signUp(world, 'burstco');
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => world.post('/v1/remember', owner.token, { node: 'burstco', title: `Burst ${i}`, body: `Written in a burst, ${i}.` })),
+    );
+    for (const answer of answers) expect([201, 402]).toContain(answer.status);
+    const served = answers.filter((answer) => answer.status === 201);
+    // The credit pays for ten; every remember that found money left was served.
+    expect(served.length).toBeGreaterThanOrEqual(Number(SIGNUP_CREDIT / 1_000n));
+
+    expect(await wallet(owner)).toMatchObject({ balanceMicros: 0n, suspended: true });
+    const rows = await ledger(owner);
+    expect(rows.reduce((sum, row) => sum + row.amount, 0n)).toBe(0n);
+    expect(rows.filter((row) => row.kind === 'remember').reduce((sum, row) => sum - row.amount, 0n)).toBe(SIGNUP_CREDIT);
+    expectChained(rows);
+
+    // Every remember that answered 201 is stored, and nothing else is.
+    const { rows: stored } = await world.hive.db.query<{ id: string }>('SELECT id FROM hive.memories WHERE org_id = $1', [owner.orgId]);
+    expect(stored.map((row) => row.id).sort()).toEqual(served.map((answer) => answer.body.memory.id as string).sort());
+  });
+
+  it('charges each of 50 concurrent recalls once', async () => {
+    const owner = await signUp(world, 'recallco');
+    await creditWallet(world.hive.db, { orgId: owner.orgId, amountMicros: 10_000_000n, kind: 'topup', reference: `test-${owner.orgId}` });
+    const before = (await wallet(owner)).balanceMicros;
+    const answers = await Promise.all(Array.from({ length: 50 }, () => world.post('/v1/recall', owner.token, { query: 'what happens on fridays' })));
+    for (const answer of answers) expect(answer.status).toBe(200);
+
+    const rows = await ledger(owner);
+    const recalls = rows.filter((row) => row.kind === 'recall');
+    expect(recalls).toHaveLength(50);
+    for (const row of recalls) expect(row.amount).toBeLessThanOrEqual(-300n);
+    expect((await wallet(owner)).balanceMicros).toBe(before + recalls.reduce((sum, row) => sum + row.amount, 0n));
+    expectChained(rows);
+  });
+
+  it('charges a group in order: each call takes what the ones before it left', async () => {
+    const [a, b, empty] = [await signUp(world, 'groupa'), await signUp(world, 'groupb'), await signUp(world, 'groupempty')];
+    await debitWallet(world.hive.db, { orgId: empty.orgId, amountMicros: Number(SIGNUP_CREDIT), kind: 'recall', reference: null });
+    const call = (owner: HiveOwner, amountMicros: number, reference: string) => ({ orgId: owner.orgId, amountMicros, kind: 'embedding' as const, reference });
+
+    const results = await debitWalletGroup(world.hive.db, [
+      call(a, 4_000, 'a1'),
+      call(b, 3_000, 'b1'),
+      call(a, 4_000, 'a2'),
+      call(empty, 1_000, 'e1'),
+      call(a, 4_000, 'a3'),
+      call(b, 9_000, 'b2'),
+      call(a, 1_000, 'a4'),
+    ]);
+    expect(results).toEqual([
+      { charged: 4_000n, balanceAfter: 6_000n },
+      { charged: 3_000n, balanceAfter: 7_000n },
+      { charged: 4_000n, balanceAfter: 2_000n },
+      undefined,
+      { charged: 2_000n, balanceAfter: 0n },
+      { charged: 7_000n, balanceAfter: 0n },
+      undefined,
+    ]);
+    expect((await ledger(a)).slice(1)).toEqual([
+      { kind: 'embedding', amount: -4_000n, after: 6_000n, reference: 'a1' },
+      { kind: 'embedding', amount: -4_000n, after: 2_000n, reference: 'a2' },
+      { kind: 'embedding', amount: -2_000n, after: 0n, reference: 'a3' },
+    ]);
+    expect((await ledger(b)).slice(1)).toEqual([
+      { kind: 'embedding', amount: -3_000n, after: 7_000n, reference: 'b1' },
+      { kind: 'embedding', amount: -7_000n, after: 0n, reference: 'b2' },
+    ]);
+    for (const owner of [a, b, empty]) {
+      expect(await wallet(owner)).toMatchObject({ balanceMicros: 0n });
+      expectChained(await ledger(owner));
+    }
+  });
+
+  it('sends concurrent debits of one pool together, in one statement', async () => {
+    const owner = await signUp(world, 'poolco');
+    const stats = () => ({ ...debitGroupStats(world.hive.db)! });
+    const before = stats();
+    // 120 debits of 100 against 10,000: the first hundred take it all, the rest nothing.
+    const results = await Promise.all(
+      Array.from({ length: 120 }, (_, i) => debitWallet(world.hive.db, { orgId: owner.orgId, amountMicros: 100, kind: 'recall', reference: `r${i}` })),
+    );
+    const after = stats();
+    expect(after.groupedCalls - before.groupedCalls).toBeGreaterThan(0);
+    expect(after.statements - before.statements).toBeLessThan(120);
+    expect(results.filter((result) => result !== undefined)).toHaveLength(100);
+    expect(await wallet(owner)).toMatchObject({ balanceMicros: 0n });
+    const rows = await ledger(owner);
+    expect(rows).toHaveLength(101);
+    expectChained(rows);
   });
 });

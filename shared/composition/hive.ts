@@ -5,6 +5,7 @@ import { catalogModel, type CatalogModel } from '../models/catalog.js';
 import { createInfrastructure, type Infrastructure } from '../platform/infrastructure.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { loadCertificateAuthority, type CertificateAuthority } from '../hive/certificate-authority.js';
+import { enableDebitGroups } from '../hive/wallet-repository.js';
 import { loadMasterKey } from '../platform/master-key.js';
 
 /**
@@ -32,6 +33,8 @@ export function createHiveServices(config: Config, processName = 'hive', logger 
   const embeddingModel = catalogModel(config.HIVE_EMBEDDING_MODEL);
   if (embeddingModel?.kind !== 'embedding') throw new Error(`HIVE_EMBEDDING_MODEL ${config.HIVE_EMBEDDING_MODEL} is not an embedding model of the catalog`);
   const infrastructure = createInfrastructure(config, processName, logger);
+  // Wallet debits (remember, recall, embedding) share one statement when they arrive together.
+  enableDebitGroups(infrastructure.db, config.METERING_GROUP_CONCURRENCY);
   const masterKey = loadMasterKey(config);
   let authority: Promise<CertificateAuthority> | undefined;
   const certificateAuthority = () => {

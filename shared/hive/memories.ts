@@ -58,11 +58,13 @@ export async function remember(hive: Hive, credential: HiveCredential, input: Re
       if (attempt > 0) throw new Error(`memory identity ${node.id}/${identity.scope}/${identity.titleKey} neither found nor insertable`);
     }
   };
-  const outcome = await withTransaction(hive.db, async (client) => {
-    const written = await writeRemembered(client);
-    // Charged last, so the wallet's row is locked only until the commit; an empty wallet refuses (402) and the write rolls back.
-    await chargeRemember(client, hive.config, node.org_id, written.id);
-    return written;
+  // An empty wallet refuses before anything is written (402); the write never touches the wallet's
+  // row, and is charged after its commit, grouped with the other charges (metering.ts).
+  await requireNotSuspended(hive.db, node.org_id);
+  const outcome = await withTransaction(hive.db, writeRemembered);
+  await chargeRemember(hive.db, hive.config, node.org_id, outcome.id).catch((error: unknown) => {
+    // The memory is written and stays so: answering with an error would misreport it.
+    hive.logger.error({ err: error, org: node.org_id, memory: outcome.id }, 'hive remember written but its charge failed');
   });
   if (outcome.wrote) await queueEmbedding(hive.queues, { memoryId: outcome.id, version: outcome.version }, hive.logger);
   return { result: outcome.result, memory: await getMemory(hive.db, credential, outcome.id) };

@@ -4,18 +4,23 @@ import { hiveError } from './errors.js';
 import { debitWallet, walletBalance } from './wallet-repository.js';
 
 /**
- * Metering of the hive's work against the organisation's wallet (wallet.ts), one statement per
- * request on the hot path. Prices are configuration (HIVE_PRICE_*), in micro-dollars:
+ * Metering of the hive's work against the organisation's wallet (wallet.ts). Prices are
+ * configuration (HIVE_PRICE_*), in micro-dollars:
  *
- * - remember: its price, debited in the remember's own transaction as its last statement; an empty
- *   wallet refuses it with 402 and the write rolls back;
- * - recall: its price plus its query's embedding, debited after the search; never refused (a
+ * - remember: refused with 402 before it writes anything when the wallet is empty
+ *   (requireNotSuspended, one primary-key read, no lock); otherwise it writes and commits without
+ *   touching the wallet, and its price is debited after the commit;
+ * - recall: its price plus its query's embedding, debited beside the search; never refused (a
  *   recall is a read, and reads work while suspended), so an empty wallet is charged nothing;
  * - embedding of a memory (the worker): per 1,000 tokens the provider counted, never refused.
  *
- * Every other write (update, forget, verify, log, task and trait writes) costs nothing but is
- * refused with 402 while the wallet is empty (requireNotSuspended). A debit takes what is left
- * when it is less than the price, so the balance reaches exactly zero, which is what suspends.
+ * Debits go through the pool's group commit (wallet-repository.ts debitWallet): concurrent ones
+ * leave together as one statement that locks each wallet row once, for that statement only, so no
+ * request holds the row beyond one statement. Every other write (update, forget, verify, log,
+ * task and trait writes) costs nothing but is refused with 402 while the wallet is empty
+ * (requireNotSuspended). A debit takes what is left when it is less than the price, so the balance
+ * reaches exactly zero, which is what suspends; a burst of remembers that all found money left
+ * may therefore be served while the last of them take what is left, or nothing.
  */
 type Prices = Pick<Config, 'HIVE_PRICE_REMEMBER_MICROS' | 'HIVE_PRICE_RECALL_MICROS' | 'HIVE_PRICE_EMBED_MICROS_PER_1K_TOKENS'>;
 
@@ -30,10 +35,13 @@ export async function requireNotSuspended(db: Queryable, orgId: string): Promise
   if (!balance) throw suspendedError(orgId);
 }
 
-/** Charges one remember; 402 when the wallet is empty. Run it last in the remember's transaction. */
+/**
+ * Charges one remember, after its write committed (so it never holds the wallet's row while
+ * writing). Never refused: the wallet was checked before the write (requireNotSuspended), and a
+ * wallet emptied since by concurrent work gives what is left, or nothing.
+ */
 export async function chargeRemember(db: Queryable, prices: Prices, orgId: string, memoryId: string): Promise<void> {
-  const debited = await debitWallet(db, { orgId, amountMicros: prices.HIVE_PRICE_REMEMBER_MICROS, kind: 'remember', reference: memoryId });
-  if (!debited) throw suspendedError(orgId);
+  await debitWallet(db, { orgId, amountMicros: prices.HIVE_PRICE_REMEMBER_MICROS, kind: 'remember', reference: memoryId });
 }
 
 /** Charges one recall and the embedding of its query (`tokens`, 0 when it could not be embedded). */

@@ -1,4 +1,6 @@
-import type { Queryable } from '../db/pool.js';
+import pg from 'pg';
+import { GroupCommit } from '../db/group-commit.js';
+import type { Db, Queryable } from '../db/pool.js';
 
 /**
  * All SQL of the hive's wallet (migration 030): balances, their ledger, and card top-ups. Each
@@ -43,20 +45,80 @@ export async function recentLedger(db: Queryable, orgId: string, limit: number):
   return rows;
 }
 
+export interface DebitCall {
+  orgId: string;
+  amountMicros: number;
+  kind: UsageKind;
+  reference: string | null;
+}
+
+export interface Debited {
+  charged: bigint;
+  balanceAfter: bigint;
+}
+
 /**
- * Takes up to `amountMicros` from a wallet that is not empty, with its ledger row, in one
- * statement: the row is locked only for this statement (or, inside a transaction, until it
- * commits). The last debit of a wallet takes what is left, so the balance lands on zero, never
- * below. Undefined when the wallet is empty or missing: nothing was taken.
+ * Takes up to `amountMicros` from a wallet that is not empty, with its ledger row. The last debit
+ * of a wallet takes what is left, so the balance lands on zero, never below. Undefined when
+ * nothing was taken (the wallet empty or missing).
+ *
+ * On a pool, concurrent debits share one statement (a group commit, see enableDebitGroups), so a
+ * busy organisation's wallet row is locked once per group, for that statement only, rather than
+ * once per call. Inside a transaction (a client) the debit is one statement of that transaction
+ * and its row stays locked until the commit.
  */
-export async function debitWallet(
-  db: Queryable,
-  debit: { orgId: string; amountMicros: number; kind: UsageKind; reference: string | null },
-): Promise<{ charged: bigint; balanceAfter: bigint } | undefined> {
+export function debitWallet(db: Queryable, debit: DebitCall): Promise<Debited | undefined> {
+  const group = debitGroupOf(db);
+  return group ? group.submit(debit) : debitOne(db, debit);
+}
+
+/** Calls in one group statement: a few hundred keeps its JSON small and its locks brief (as the gateway's). */
+const MAX_DEBIT_GROUP = 200;
+/** Concurrency of a pool's group when its process did not set one (METERING_GROUP_CONCURRENCY's default). */
+const DEFAULT_DEBIT_CONCURRENCY = 1;
+/** Each pool's group commit of debits; null: turned off (single statements). */
+const debitGroups = new WeakMap<Queryable, GroupCommit<DebitCall, Debited | undefined> | null>();
+
+/**
+ * Group commit for the wallet debits run on this pool (the hive's composition root does, with
+ * METERING_GROUP_CONCURRENCY): up to `concurrency` debit statements at once, and the debits that
+ * arrive meanwhile leave together in the next one. 0 turns it off. A pool no process set up (the
+ * worker's, which charges embeddings) gets one lazily at the default concurrency on its first debit.
+ */
+export function enableDebitGroups(db: Db, concurrency: number): void {
+  debitGroups.set(db, concurrency < 1 ? null : newDebitGroup(db, concurrency));
+}
+
+/** How the debits of a pool have run so far (undefined when they are not grouped). */
+export function debitGroupStats(db: Db): GroupCommit<unknown, unknown>['stats'] | undefined {
+  return debitGroups.get(db)?.stats;
+}
+
+function newDebitGroup(db: Db, concurrency: number): GroupCommit<DebitCall, Debited | undefined> {
+  return new GroupCommit<DebitCall, Debited | undefined>(
+    (calls) => (calls.length === 1 ? debitOne(db, calls[0]!).then((row) => [row]) : debitWalletGroup(db, calls)),
+    { concurrency, maxGroup: MAX_DEBIT_GROUP },
+  );
+}
+
+function debitGroupOf(db: Queryable): GroupCommit<DebitCall, Debited | undefined> | undefined {
+  // Only a pool: calls on a transaction's client belong to that transaction.
+  if (!(db instanceof pg.Pool)) return undefined;
+  let group = debitGroups.get(db);
+  if (group === undefined) {
+    group = newDebitGroup(db, DEFAULT_DEBIT_CONCURRENCY);
+    debitGroups.set(db, group);
+  }
+  return group ?? undefined;
+}
+
+/** One debit, one statement: the row is locked only for it (or, inside a transaction, until it commits). */
+async function debitOne(db: Queryable, debit: DebitCall): Promise<Debited | undefined> {
   // FOR UPDATE reads the row as it stands after any concurrent debit it waited for, so LEAST() is
   // computed from the balance the UPDATE changes.
-  const { rows } = await db.query<{ charged: string; balance_micros: string }>(
-    `WITH wallet AS (
+  const { rows } = await db.query<{ charged: string; balance_micros: string }>({
+    name: 'hive-wallet-debit-one',
+    text: `WITH wallet AS (
        SELECT org_id, balance_micros FROM hive.wallets WHERE org_id = $1 AND balance_micros > 0 FOR UPDATE
      ), debited AS (
        UPDATE hive.wallets w SET balance_micros = w.balance_micros - LEAST(wallet.balance_micros, $2), updated_at = now()
@@ -67,9 +129,53 @@ export async function debitWallet(
        SELECT org_id, -charged, balance_micros, $3, $4 FROM debited WHERE charged > 0
      )
      SELECT charged, balance_micros FROM debited`,
-    [debit.orgId, debit.amountMicros, debit.kind, debit.reference],
-  );
-  return rows[0] ? { charged: BigInt(rows[0].charged), balanceAfter: BigInt(rows[0].balance_micros) } : undefined;
+    values: [debit.orgId, debit.amountMicros, debit.kind, debit.reference],
+  });
+  const row = rows[0];
+  return row && BigInt(row.charged) > 0n ? { charged: BigInt(row.charged), balanceAfter: BigInt(row.balance_micros) } : undefined;
+}
+
+/**
+ * Debits that arrived together, in one statement; one result per call, in their order. Each
+ * wallet is locked once (in org_id order, so two groups never deadlock), debited once by what the
+ * group takes from it, and given one ledger row per call that took something. Within a wallet the
+ * calls are charged in order, exactly as that many single debits one after another: call i takes
+ * least(its amount, what the calls before it left), and its ledger row's balance_after is the
+ * balance right after it, so a wallet never goes below zero and its ledger still sums to its balance.
+ */
+export async function debitWalletGroup(db: Queryable, calls: DebitCall[]): Promise<Array<Debited | undefined>> {
+  const entries = calls.map((call, ordinal) => ({ ordinal, org_id: call.orgId, amount: call.amountMicros, kind: call.kind, reference: call.reference }));
+  const { rows } = await db.query<{ ordinal: number; charged: string | null; balance_after: string | null }>({
+    name: 'hive-wallet-debit-group',
+    // FOR UPDATE reads each row as it stands after any concurrent debit it waited for; the window
+    // sums what the calls before each one asked of the same wallet.
+    text: `WITH calls AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS c (ordinal int, org_id text, amount bigint, kind text, reference text)
+     ), wallet AS (
+       SELECT org_id, balance_micros FROM hive.wallets
+        WHERE org_id IN (SELECT org_id FROM calls) AND balance_micros > 0
+        ORDER BY org_id FOR UPDATE
+     ), asked AS (
+       SELECT c.ordinal, c.org_id, c.amount, c.kind, c.reference, wallet.balance_micros,
+              coalesce(sum(c.amount) OVER (PARTITION BY c.org_id ORDER BY c.ordinal ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS asked_before
+         FROM calls c JOIN wallet ON wallet.org_id = c.org_id
+     ), charged AS (
+       SELECT ordinal, org_id, kind, reference,
+              LEAST(amount, GREATEST(balance_micros - asked_before, 0))::bigint AS charged,
+              GREATEST(balance_micros - asked_before - amount, 0)::bigint AS balance_after
+         FROM asked
+     ), debited AS (
+       UPDATE hive.wallets w SET balance_micros = w.balance_micros - taken.total, updated_at = now()
+         FROM (SELECT org_id, sum(charged)::bigint AS total FROM charged GROUP BY org_id) taken
+        WHERE w.org_id = taken.org_id AND taken.total > 0
+     ), entry AS (
+       INSERT INTO hive.wallet_ledger (org_id, amount_micros, balance_after_micros, kind, reference)
+       SELECT org_id, -charged, balance_after, kind, reference FROM charged WHERE charged > 0 ORDER BY ordinal
+     )
+     SELECT c.ordinal, charged.charged, charged.balance_after FROM calls c LEFT JOIN charged ON charged.ordinal = c.ordinal ORDER BY c.ordinal`,
+    values: [JSON.stringify(entries)],
+  });
+  return rows.map((row) => (row.charged !== null && BigInt(row.charged) > 0n ? { charged: BigInt(row.charged), balanceAfter: BigInt(row.balance_after!) } : undefined));
 }
 
 /** Adds to a wallet with its ledger row; the unique payment index refuses a second row of one reference (23505). */
