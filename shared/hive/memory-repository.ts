@@ -253,6 +253,15 @@ export interface RecallHit {
 }
 
 /**
+ * How many memories recall scores by their exact cosine after the sign-bit ranking: at least
+ * SHORTLIST_FLOOR, else SHORTLIST_PER_PLACE for each place of the pool. Wider finds more of the
+ * exact nearest (bench/hive.ts measures how many) at one out-of-line vector read per memory.
+ */
+const SHORTLIST_FLOOR = 200;
+const SHORTLIST_PER_PLACE = 4;
+export const shortlistSize = (pool: number): number => Math.max(SHORTLIST_FLOOR, SHORTLIST_PER_PLACE * pool);
+
+/**
  * Ranked retrieval inside the reach: the best full-text matches (websearch syntax: every word, or
  * "quoted phrases", `or`, `-word`) and the nearest vectors above a similarity floor are fused by
  * reciprocal rank (k = 60), then boosted: pinned x1.5, recently written up to x1.25 (30-day
@@ -275,13 +284,20 @@ export async function recallHits(db: Queryable, query: RecallQuery): Promise<Rec
         WHERE ${filters} AND m.search @@ q
         ORDER BY rnk LIMIT $9
      ),
+     -- The meaning side in two steps (migration 032): the reachable memories embedded with the
+     -- query's model, ordered by the Jaccard distance of their sign signatures to the query's (read
+     -- from an index alone), then the nearest few hundred scored by their exact cosine. Only those
+     -- few vectors are read.
+     shortlist AS (
+       SELECT m.id
+         FROM hive.memories m JOIN scoped s ON s.node_id = m.node_id
+        WHERE $6::vector IS NOT NULL AND m.embedding_model = $7 AND length(m.embedding_signs) = 2 * vector_dims($6::vector) AND ${filters}
+        ORDER BY m.embedding_signs <%> (binary_quantize($6::vector)::bit varying || binary_quantize(($6::vector - $6::vector) - $6::vector)::bit varying), m.id
+        LIMIT $10
+     ),
      vector_hits AS (
        SELECT id, similarity, row_number() OVER (ORDER BY similarity DESC, id) AS rnk
-         FROM (
-           SELECT m.id, 1 - (CASE WHEN m.embedding_model = $7 AND vector_dims(m.embedding) = vector_dims($6::vector) THEN m.embedding <=> $6::vector END) AS similarity
-             FROM hive.memories m JOIN scoped s ON s.node_id = m.node_id
-            WHERE $6::vector IS NOT NULL AND m.embedding IS NOT NULL AND ${filters}
-         ) v
+         FROM (SELECT m.id, 1 - (m.embedding <=> $6::vector) AS similarity FROM shortlist c JOIN hive.memories m ON m.id = c.id) v
         WHERE similarity >= $8
         ORDER BY rnk LIMIT $9
      ),
@@ -300,7 +316,7 @@ export async function recallHits(db: Queryable, query: RecallQuery): Promise<Rec
        FROM fused f JOIN hive.memories m ON m.id = f.id
       ORDER BY score DESC, m.id
       LIMIT $9`,
-    [query.tokenId, query.nodePaths, query.scope, query.kinds, query.text, query.vector ? `[${query.vector.join(',')}]` : null, query.model, query.meaningFloor, query.pool],
+    [query.tokenId, query.nodePaths, query.scope, query.kinds, query.text, query.vector ? `[${query.vector.join(',')}]` : null, query.model, query.meaningFloor, query.pool, shortlistSize(query.pool)],
   );
   return rows;
 }
