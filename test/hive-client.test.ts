@@ -345,6 +345,25 @@ describe('npm run hive -- enrol and machines', () => {
   }, 60_000);
 });
 
+describe('npm run hive -- dashboard', () => {
+  it('prints a one-time link that signs the browser in as the person once, and only once', async () => {
+    const human = await hive('dashboard');
+    expect(human.code).toBe(0);
+    const link = /^  (http\S+)$/m.exec(human.stdout)?.[1];
+    expect(link).toMatch(new RegExp(`^${world.baseUrl}/dashboard/open\\?code=`));
+
+    const json = await hive('dashboard', '--json');
+    expect(json.lines[0]).toMatchObject({ url: expect.stringContaining('/dashboard/open?code='), code: expect.any(String), expires_at: expect.any(String) });
+
+    const opened = await fetch(link!, { redirect: 'manual' });
+    expect(opened.status).toBe(303);
+    expect(opened.headers.get('location')).toBe('/dashboard');
+    expect(opened.headers.get('set-cookie')).toMatch(/HttpOnly/i);
+    const again = await fetch(link!, { redirect: 'manual' });
+    expect(again.status).toBe(401);
+  });
+});
+
 describe('npm run hive -- where the credential comes from', () => {
   it('refuses without one, never sends a saved token to another server, and takes HIVE_TOKEN', async () => {
     const none = await startHive(['whoami', '--json'], { HIVE_URL: world.baseUrl, HIVE_CONFIG_DIR: newConfigDir() }).done;

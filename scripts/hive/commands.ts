@@ -319,4 +319,13 @@ const machines: Command = {
   },
 };
 
-export const COMMANDS: Record<string, Command> = { login, enrol, remember, recall, forget, brief, task, export: exportCommand, whoami, machines };
+const dashboard: Command = {
+  usage: 'dashboard                  a one-time link (2 minutes, used once) that opens the dashboard signed in as you',
+  options: {},
+  async run(context) {
+    const answer = await context.api().post('/v1/dashboard/session');
+    context.print(answer, `Open within two minutes (it works once):\n  ${String(answer.url)}`);
+  },
+};
+
+export const COMMANDS: Record<string, Command> = { login, enrol, remember, recall, forget, brief, task, export: exportCommand, whoami, machines, dashboard };
