@@ -2,34 +2,13 @@ import { createHash } from 'node:crypto';
 import type { ApiKeyRow } from '../../shared/accounts/accounts.js';
 import { DEVELOPER_SCOPES } from '../../shared/accounts/scopes.js';
 import type { SessionAccount } from '../../shared/dashboard/sessions.js';
+import { html, SafeHtml } from '../browser.js';
 
 /**
  * The dashboard's server-rendered pages: plain HTML forms, no scripts. Every value is interpolated
  * through `html`, which escapes it unless it is markup that `html` itself produced, so a key name
- * or an email can never become markup.
+ * or an email can never become markup (api/browser.ts).
  */
-
-const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-export function escapeHtml(value: unknown): string {
-  return String(value).replace(/[&<>"']/g, (char) => ENTITIES[char]!);
-}
-
-/** Markup made by `html`; the only thing inserted without escaping. */
-class SafeHtml {
-  constructor(readonly markup: string) {}
-}
-
-function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
-  return new SafeHtml(strings.reduce((out, text, index) => out + renderValue(values[index - 1]) + text));
-}
-
-function renderValue(value: unknown): string {
-  if (value instanceof SafeHtml) return value.markup;
-  if (Array.isArray(value)) return value.map(renderValue).join('');
-  if (value === undefined || value === null || value === false) return '';
-  return escapeHtml(value);
-}
 
 const STYLE = `
 body { font: 16px/1.5 system-ui, sans-serif; margin: 0; color: #1a1a1a; background: #fafafa; }

@@ -7,6 +7,7 @@ import { findSessionAccount, SESSION_LIFETIME_MS, signIn, signOut, type SessionA
 import type { Db } from '../../shared/db/pool.js';
 import { serviceError } from '../../shared/errors.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { readCookie, sameOriginWrites, sendPage } from '../browser.js';
 import { apiKeysPage, DASHBOARD_CSP, loginPage, type KeyDraft } from './pages.js';
 
 const LOGIN_PATH = '/app/login';
@@ -53,7 +54,7 @@ export function dashboardRoutes({ db, config }: GatewayServices): Router {
   const signedIn = requireSession(db);
 
   // Forms are urlencoded; only the dashboard parses them. The Origin check runs before the body is read.
-  router.use('/app', dashboardHeaders, sameOriginWrites(config), express.urlencoded({ extended: false, limit: '16kb' }));
+  router.use('/app', dashboardHeaders, sameOriginWrites(config.PUBLIC_BASE_URL, () => serviceError('dashboard_origin_mismatch')), express.urlencoded({ extended: false, limit: '16kb' }));
 
   router.get('/app', (_req, res) => res.redirect(303, KEYS_PATH));
 
@@ -110,33 +111,6 @@ const dashboardHeaders: RequestHandler = (_req, res, next) => {
   next();
 };
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/**
- * The CSRF guard of every dashboard write: the browser's Origin header must name the dashboard
- * itself (as this request reached it, or PUBLIC_BASE_URL behind a proxy). A missing Origin is
- * refused too: every browser sends one on a form post, so only a non-browser omits it.
- */
-function sameOriginWrites(config: Config): RequestHandler {
-  const publicOrigin = config.PUBLIC_BASE_URL === undefined ? undefined : originOf(config.PUBLIC_BASE_URL);
-  return (req, _res, next) => {
-    if (SAFE_METHODS.has(req.method)) return next();
-    const origin = req.get('origin');
-    const ownOrigin = originOf(`${req.protocol}://${req.get('host') ?? ''}`);
-    if (origin === undefined || (origin !== ownOrigin && origin !== publicOrigin)) throw serviceError('dashboard_origin_mismatch');
-    next();
-  };
-}
-
-/** Serialized as browsers send Origin (lowercase host, no default port); undefined when not a URL. */
-function originOf(url: string): string | undefined {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Pages behind sign-in; without a live session the browser is sent to the sign-in page. */
 function requireSession(db: Db): RequestHandler {
   return async (req, res, next) => {
@@ -155,18 +129,6 @@ function sessionAccountOf(res: Response): SessionAccount {
   const account = res.locals.dashboardAccount as SessionAccount | undefined;
   if (!account) throw new Error('dashboard route reached without requireSession');
   return account;
-}
-
-function readCookie(req: Request, name: string): string | undefined {
-  for (const pair of (req.get('cookie') ?? '').split(';')) {
-    const separator = pair.indexOf('=');
-    if (separator > 0 && pair.slice(0, separator).trim() === name) return pair.slice(separator + 1).trim();
-  }
-  return undefined;
-}
-
-function sendPage(res: Response, status: number, page: string): void {
-  res.status(status).type('html').send(page);
 }
 
 /** What the create form held, to give it back with the message when it must be corrected. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { HiveRouteDefinition } from './route-table.js';
+import { escapeHtml } from '../browser.js';
 
 /**
  * The hive's docs (GET /llms.txt, GET /docs), written from the route table itself: each route's
@@ -147,8 +148,4 @@ function page(title: string, body: string): string {
 ${body}
 </body></html>
 `;
-}
-
-export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (char) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[char]!);
 }

@@ -10,6 +10,7 @@ import { createTopUpCheckout, TOP_UP_MAX_USD, TOP_UP_MIN_USD } from '../../../sh
 import { deviceApproveBody } from '../../../shared/hive/schemas.js';
 import { readWallet } from '../../../shared/hive/wallet.js';
 import { toServiceError } from '../../middleware/errors.js';
+import { originOf, readCookie, sameOriginWrites, sendPage } from '../../browser.js';
 import { pageSecurityPolicy } from '../views/html.js';
 import { browsePage, dashboardPage, loginPage, memoryPage, messagePage, type BillingView, type DashboardNotices } from '../views/pages.js';
 
@@ -46,7 +47,7 @@ export function dashboardRouter(hive: HiveServices): Router {
     res.cookie(SESSION_COOKIE, session.secret, { ...cookieScope(req, config.HIVE_PUBLIC_BASE_URL), maxAge: SESSION_LIFETIME_MS });
 
   // Forms are urlencoded, and only these routes read them; the Origin check runs before any body is read.
-  router.use(['/login', '/dashboard'], pageHeaders, sameOriginWrites(config.HIVE_PUBLIC_BASE_URL), express.urlencoded({ extended: false, limit: '16kb' }));
+  router.use(['/login', '/dashboard'], pageHeaders, sameOriginWrites(config.HIVE_PUBLIC_BASE_URL, () => hiveError(403, 'This form must be sent from the hive’s own pages (the Origin header is missing or names another site).')), express.urlencoded({ extended: false, limit: '16kb' }));
 
   // The cookie's path is /dashboard, so this page never sees a session: it always offers the form.
   router.get('/login', (_req, res) => {
@@ -184,34 +185,6 @@ const pageHeaders: RequestHandler = (_req, res, next) => {
   next();
 };
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/**
- * The CSRF guard of every browser write: the Origin header must name this server as the request
- * reached it, or HIVE_PUBLIC_BASE_URL behind a proxy. A missing Origin is refused too: every
- * browser sends one on a form post, so only something that is not a browser omits it.
- */
-function sameOriginWrites(publicBaseUrl: string | undefined): RequestHandler {
-  const configured = publicBaseUrl === undefined ? undefined : originOf(publicBaseUrl);
-  return (req, _res, next) => {
-    if (SAFE_METHODS.has(req.method)) return next();
-    const origin = req.get('origin');
-    if (origin === undefined || (origin !== originOf(`${req.protocol}://${req.get('host') ?? ''}`) && origin !== configured)) {
-      throw hiveError(403, 'This form must be sent from the hive’s own pages (the Origin header is missing or names another site).');
-    }
-    next();
-  };
-}
-
-/** Serialized as browsers send Origin (lowercase host, no default port); undefined when not a URL. */
-function originOf(url: string): string | undefined {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Where a browser reaches this hive: HIVE_PUBLIC_BASE_URL behind a proxy, else the address the request used. */
 export function publicOrigin(req: Request, publicBaseUrl: string | undefined): string {
   return (publicBaseUrl && originOf(publicBaseUrl)) ?? `${req.protocol}://${req.get('host') ?? 'localhost'}`;
@@ -244,18 +217,6 @@ function sessionOf(res: Response): SignedIn {
 function cookieScope(req: Request, publicBaseUrl: string | undefined) {
   const overTls = req.secure || publicBaseUrl?.startsWith('https:') === true;
   return { httpOnly: true, secure: overTls, sameSite: 'lax', path: '/dashboard' } as const;
-}
-
-function readCookie(req: Request, name: string): string | undefined {
-  for (const pair of (req.get('cookie') ?? '').split(';')) {
-    const separator = pair.indexOf('=');
-    if (separator > 0 && pair.slice(0, separator).trim() === name) return pair.slice(separator + 1).trim();
-  }
-  return undefined;
-}
-
-function sendPage(res: Response, status: number, page: string): void {
-  res.status(status).type('html').send(page);
 }
 
 /** A HiveError as it is; anything else (a zod failure, the body parser's refusals, a bug) as the hive's API would answer it. */

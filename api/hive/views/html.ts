@@ -1,34 +1,8 @@
 import { createHash } from 'node:crypto';
+import { html, SafeHtml } from '../../browser.js';
 
-/**
- * The hive's one HTML template helper. `html` is a tagged template that escapes every value it is
- * given unless that value is markup `html` itself produced (or a list of such), so a memory's
- * title, an address or a node name can never become markup.
- */
-const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-export function escapeHtml(value: unknown): string {
-  return String(value).replace(/[&<>"']/g, (char) => ENTITIES[char]!);
-}
-
-/** Markup made by `html` (or a constant of this module); the only thing inserted unescaped. */
-export class SafeHtml {
-  constructor(readonly markup: string) {}
-  toString(): string {
-    return this.markup;
-  }
-}
-
-export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeHtml {
-  return new SafeHtml(strings.reduce((out, text, index) => out + renderValue(values[index - 1]) + text));
-}
-
-function renderValue(value: unknown): string {
-  if (value instanceof SafeHtml) return value.markup;
-  if (Array.isArray(value)) return value.map(renderValue).join('');
-  if (value === undefined || value === null || value === false) return '';
-  return escapeHtml(value);
-}
+/** The hive's page layout, style and security policy, on the dashboards' shared template (api/browser.ts). */
+export { html, SafeHtml } from '../../browser.js';
 
 /** A timestamp as people read it, with the machine-readable value beside it. */
 export function timeOf(at: Date | string): SafeHtml {
