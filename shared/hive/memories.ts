@@ -61,13 +61,20 @@ export async function remember(hive: Hive, credential: HiveCredential, input: Re
   // An empty wallet refuses before anything is written (402); the write never touches the wallet's
   // row, and is charged after its commit, grouped with the other charges (metering.ts).
   await requireNotSuspended(hive.db, node.org_id);
-  const outcome = await withTransaction(hive.db, writeRemembered);
+  // A new identity with nothing to supersede is one statement, answered from the row it wrote
+  // (round trips are most of a remember's cost); a refinement, or a remember that supersedes, is a
+  // transaction.
+  const created = input.supersedes?.length ? undefined : await repo.insertMemory(hive.db, { id: newId('mem_'), orgId: node.org_id, nodeId: node.id, ...content, pinned: input.pinned ?? false }, by);
+  const outcome = created ? { result: 'created' as const, id: created.id, version: 1, wrote: true } : await withTransaction(hive.db, writeRemembered);
   await chargeRemember(hive.db, hive.config, node.org_id, outcome.id).catch((error: unknown) => {
     // The memory is written and stays so: answering with an error would misreport it.
     hive.logger.error({ err: error, org: node.org_id, memory: outcome.id }, 'hive remember written but its charge failed');
   });
   if (outcome.wrote) await queueEmbedding(hive.queues, { memoryId: outcome.id, version: outcome.version }, hive.logger);
-  return { result: outcome.result, memory: await getMemory(hive.db, credential, outcome.id) };
+  const memory = created
+    ? describeMemory(created, [], [], new Map(credential.personId && credential.email ? [[credential.personId, credential.email]] : []))
+    : await getMemory(hive.db, credential, outcome.id);
+  return { result: outcome.result, memory };
 }
 
 /** One memory by id with its provenance and earlier versions; a tombstone after forget. */
@@ -76,6 +83,11 @@ export async function getMemory(db: Queryable, credential: HiveCredential, id: s
   const [versions, supersedes] = memory.forgotten_at ? [[], []] : await Promise.all([repo.versionsOf(db, id), repo.supersededIds(db, id)]);
   const people = [memory.created_by, memory.updated_by, memory.verified_by, memory.forgotten_by, ...versions.map((version) => version.written_by)];
   const emails = await repo.emailsOf(db, [...new Set(people.filter((person): person is string => person !== null))]);
+  return describeMemory(memory, versions, supersedes, emails);
+}
+
+/** A memory as get answers it: its provenance with who wrote each part, and its earlier versions. */
+function describeMemory(memory: Omit<repo.MemoryRow, 'rank'>, versions: Awaited<ReturnType<typeof repo.versionsOf>>, supersedes: string[], emails: Map<string, string>) {
   const who = (person: string | null) => (person ? { id: person, email: emails.get(person) ?? null } : null);
   return {
     ...formatMemory(memory),

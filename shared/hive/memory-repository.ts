@@ -119,16 +119,20 @@ export interface NewMemory {
   pinned: boolean;
 }
 
-/** Inserts a memory; false when a live memory already holds the identity (a concurrent remember won). */
-export async function insertMemory(db: Queryable, memory: NewMemory, by: Authorship): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `INSERT INTO hive.memories (id, org_id, node_id, scope, title, title_key, body, kind, pinned,
-                                created_by, created_token, created_source, updated_by, updated_token, updated_source)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $10, $11, $12)
-     ON CONFLICT (node_id, scope, title_key) WHERE forgotten_at IS NULL DO NOTHING`,
+/** Inserts a memory and answers its row as written; undefined when a live memory already holds the identity. */
+export async function insertMemory(db: Queryable, memory: NewMemory, by: Authorship): Promise<Omit<MemoryRow, 'rank'> | undefined> {
+  const { rows } = await db.query<Omit<MemoryRow, 'rank'>>(
+    `WITH m AS (
+       INSERT INTO hive.memories (id, org_id, node_id, scope, title, title_key, body, kind, pinned,
+                                  created_by, created_token, created_source, updated_by, updated_token, updated_source)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $10, $11, $12)
+       ON CONFLICT (node_id, scope, title_key) WHERE forgotten_at IS NULL DO NOTHING
+       RETURNING *
+     )
+     SELECT ${MEMORY_COLUMNS} FROM m JOIN hive.nodes n ON n.id = m.node_id`,
     [memory.id, memory.orgId, memory.nodeId, memory.scope, memory.title, memory.titleKey, memory.body, memory.kind, memory.pinned, by.personId, by.tokenId, by.source],
   );
-  return rowCount === 1;
+  return rows[0];
 }
 
 export interface MemoryContent {
