@@ -110,6 +110,13 @@ describe('POST /v1/admin/settings', () => {
     const unknownKind = await post('/v1/admin/settings', owner.token, { node: 'settled', settings: { ...second, retention: [{ kind: 'rumour', max_age_days: 1 }] } });
     expect(unknownKind.status).toBe(400);
     expect(await auditActions(owner.orgId)).toEqual(['settings.replaced', 'settings.replaced']);
+
+    // Each replacement ran as its workflow, named by the change its audit row records.
+    const { rows: changes } = await db().query(`SELECT detail->>'change' AS change FROM hive.audit_log WHERE org_id = $1 AND action = 'settings.replaced' ORDER BY created_at, id`, [owner.orgId]);
+    for (const { change } of changes) {
+      const described = await temporal().workflow.getHandle(`hive-settings-${change}`).describe();
+      expect([described.type, described.status.name]).toEqual(['hiveAdminChangeWorkflow', 'COMPLETED']);
+    }
   });
 });
 
@@ -315,6 +322,13 @@ describe('POST /v1/admin/erase', () => {
     const lifted = await post('/v1/admin/hold', owner.token, { action: 'lift', id: hold.body.hold.id });
     expect(lifted.status).toBe(200);
     expect(lifted.body).toMatchObject({ hold: { status: 'lifted' }, woken_erasures: [jobId] });
+    // Placing and lifting ran as workflows, readable in the Web UI; the lift's signals came from its workflow.
+    for (const step of ['placed', 'lifted']) {
+      const described = await temporal().workflow.getHandle(`hive-hold-${hold.body.hold.id}-${step}`).describe();
+      expect([described.type, described.status.name]).toEqual(['hiveAdminChangeWorkflow', 'COMPLETED']);
+    }
+    const liftHistory = await temporal().workflow.getHandle(`hive-hold-${hold.body.hold.id}-lifted`).fetchHistory();
+    expect(liftHistory.events?.filter((event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes).map((event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes!.workflowExecution?.workflowId)).toEqual([jobId]);
 
     const done = await pollUntil(() => post('/v1/admin/job', owner.token, { id: jobId }), (response) => response.body.status === 'completed', { context: workerLog });
     expect(idsOf(done.body.memories.deleted)).toEqual(sorted(memories));

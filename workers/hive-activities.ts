@@ -1,7 +1,9 @@
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { eraseMemoryPage, erasurePages, eraseRemainder } from '../shared/hive/compliance/erasure.js';
 import { embedSweepPage, finishEmbedSweep } from '../shared/hive/compliance/embed-sweep.js';
-import { openScheduledJob, type ComplianceServices } from '../shared/hive/compliance/jobs.js';
+import { openScheduledJob, type ComplianceServices, type HiveAdminChange } from '../shared/hive/compliance/jobs.js';
+import { liftHold, placeHold } from '../shared/hive/compliance/holds.js';
+import { replaceNodeSettings } from '../shared/hive/compliance/settings.js';
 import type { JobKind } from '../shared/hive/compliance/repository.js';
 import { applyRetentionPage, finishRetention, planRetentionJob } from '../shared/hive/compliance/retention.js';
 import { beatingWhile } from './activity-support.js';
@@ -23,6 +25,9 @@ export function createHiveActivities(platform: GatewayServices) {
     eraseHiveMemoryPage: (jobId: string, page: number) => beatingWhile(2_000, () => eraseMemoryPage(hive, jobId, page)),
     eraseHiveRemainder: (jobId: string) => beatingWhile(2_000, () => eraseRemainder(hive, jobId)),
     hiveEmbedSweepPage: (jobId: string, after: string) => beatingWhile(2_000, () => embedSweepPage(hive, jobId, after)),
+    placeHiveHold: (change: Extract<HiveAdminChange, { kind: 'hold.place' }>) => placeHold(hive.db, change),
+    liftHiveHold: (change: Extract<HiveAdminChange, { kind: 'hold.lift' }>) => liftHold(hive.db, change),
+    replaceHiveSettings: (change: Extract<HiveAdminChange, { kind: 'settings.replace' }>) => replaceNodeSettings(hive.db, change),
     finishHiveEmbedSweep: (jobId: string, totals: { embedded: number; stale: number; refused: number; pages: number }) => finishEmbedSweep(hive, jobId, totals),
   };
 }

@@ -17,3 +17,4 @@ export { packMaterializeWorkflow } from './pack-materialize.js';
 export { hiveRetentionWorkflow } from './hive-retention.js';
 export { hiveErasureWorkflow } from './hive-erasure.js';
 export { hiveEmbedSweepWorkflow } from './hive-embed-sweep.js';
+export { hiveAdminChangeWorkflow } from './hive-admin-change.js';

@@ -11,10 +11,10 @@ import { hiveRoute, type HiveRouteDefinition } from '../route-table.js';
 /**
  * Compliance (spec 3): owner on the organisation, except settings (admin on the node). Retention,
  * erasure and the embedding sweep are workflows: the route waits up to `wait_seconds` (20) for the
- * result (200), else answers 202 with the job, which POST /v1/admin/job reads until completed.
+ * result (200), else answers 202 with the job, which POST /v1/admin/job reads until completed. A
+ * hold placed or lifted and settings replaced are short workflows the route waits for.
  */
 export function adminRoutes(hive: HiveServices): HiveRouteDefinition[] {
-  const { db } = hive;
   return [
     hiveRoute({
       method: 'post', path: '/v1/admin/retention', summary: "Sweep the organisation's retention rules: a dry run naming what would go, unless apply", access: 'credential', body: retentionBody,
@@ -40,7 +40,7 @@ export function adminRoutes(hive: HiveServices): HiveRouteDefinition[] {
     hiveRoute({
       method: 'post', path: '/v1/admin/settings', summary: "Read, or replace whole, a node's retention map, sensitivity and audit-row lifetime", access: 'credential', body: settingsBody,
       handle: async ({ res, body, credential }) => {
-        res.json(await nodeSettings(db, credential, body));
+        res.json(await nodeSettings(hive, credential, body));
       },
     }),
     hiveRoute({

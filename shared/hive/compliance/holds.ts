@@ -1,15 +1,17 @@
-import { withTransaction } from '../../db/pool.js';
+import { withTransaction, type Db } from '../../db/pool.js';
+import { newId } from '../../ids.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
-import { ownedOrganisation, type ComplianceServices } from './jobs.js';
+import { ownedOrganisation, runAdminChange, type ComplianceServices, type HiveAdminChange } from './jobs.js';
 import * as repo from './repository.js';
 import type { HoldInput } from './schemas.js';
 
 /**
  * Legal holds (POST /v1/admin/hold): a hold on a node keeps everything on it and below it from
- * deletion, by retention or by erasure, until it is lifted by id. Placing one takes the
- * organisation's hold lock, so a deletion page either committed before it or sees it. Lifting one
- * wakes the organisation's queued erasures, which run if no other hold still covers them.
+ * deletion, by retention or by erasure, until it is lifted by id. Placing and lifting run as a
+ * workflow (hiveAdminChangeWorkflow, readable in the Web UI), which the route waits for: placing
+ * takes the organisation's hold lock, so a deletion page either committed before it or sees it;
+ * lifting then wakes the organisation's queued erasures, which run if no other hold covers them.
  */
 export async function holdAction(services: ComplianceServices, credential: HiveCredential, input: HoldInput) {
   await ownedOrganisation(services.db, credential);
@@ -19,42 +21,38 @@ export async function holdAction(services: ComplianceServices, credential: HiveC
       return { data: (await repo.holdsOf(services.db, credential.orgId, input.include_lifted)).map(formatHold) };
     case 'place': {
       const node = await nodeWithRole(services.db, credential, input.node, 'owner');
-      const hold = await withTransaction(services.db, async (client) => {
-        await repo.lockOrganisationHolds(client, [credential.orgId]);
-        const placed = await repo.insertHold(client, { orgId: credential.orgId, nodeId: node.id, reason: input.reason, ...by });
-        await repo.insertAudit(client, [{ orgId: credential.orgId, nodeId: node.id, action: 'hold.placed', ...by, detail: { hold: placed.id, reason: input.reason } }]);
-        return placed;
-      });
-      return { hold: formatHold(hold) };
+      const holdId = newId('hld_');
+      await runAdminChange(services, `hive-hold-${holdId}-placed`, { kind: 'hold.place', holdId, orgId: credential.orgId, nodeId: node.id, reason: input.reason, by });
+      return { hold: formatHold((await repo.holdById(services.db, credential.orgId, holdId))!) };
     }
     case 'lift': {
-      const hold = await withTransaction(services.db, async (client) => {
-        const found = await repo.holdById(client, credential.orgId, input.id, true);
-        if (!found) throw hiveError(404, `No legal hold ${input.id}.`);
-        if (found.lifted_at) return found;
-        await repo.liftHold(client, found.id, by);
-        await repo.insertAudit(client, [{ orgId: credential.orgId, nodeId: found.node_id, action: 'hold.lifted', ...by, detail: { hold: found.id } }]);
-        return (await repo.holdById(client, credential.orgId, found.id))!;
-      });
-      return { hold: formatHold(hold), woken_erasures: await wakeQueuedErasures(services, credential.orgId) };
+      const found = await repo.holdById(services.db, credential.orgId, input.id);
+      if (!found) throw hiveError(404, `No legal hold ${input.id}.`);
+      if (found.lifted_at) return { hold: formatHold(found), woken_erasures: [] };
+      const { woken } = await runAdminChange(services, `hive-hold-${found.id}-lifted`, { kind: 'hold.lift', holdId: found.id, orgId: credential.orgId, by });
+      return { hold: formatHold((await repo.holdById(services.db, credential.orgId, found.id))!), woken_erasures: woken };
     }
   }
 }
 
-/**
- * Signals each queued erasure of the organisation that a hold lifted. A signal that does not
- * arrive (this process dies first) costs an hour at most: a queued erasure looks again hourly.
- */
-async function wakeQueuedErasures(services: ComplianceServices, orgId: string): Promise<string[]> {
-  const queued = await repo.queuedErasures(services.db, orgId);
-  for (const jobId of queued) {
-    try {
-      await services.temporal.client.workflow.getHandle(jobId).signal('holdLifted');
-    } catch (error) {
-      services.logger.warn({ err: error, job: jobId }, 'could not wake a queued erasure; it looks at the holds again within the hour');
-    }
-  }
-  return queued;
+/** The step of a placement: the hold and its audit row, once (a retried step finds its hold placed). */
+export async function placeHold(db: Db, change: Extract<HiveAdminChange, { kind: 'hold.place' }>): Promise<void> {
+  await withTransaction(db, async (client) => {
+    await repo.lockOrganisationHolds(client, [change.orgId]);
+    if (!(await repo.insertHold(client, { id: change.holdId, orgId: change.orgId, nodeId: change.nodeId, reason: change.reason, ...change.by }))) return;
+    await repo.insertAudit(client, [{ orgId: change.orgId, nodeId: change.nodeId, action: 'hold.placed', ...change.by, detail: { hold: change.holdId, reason: change.reason } }]);
+  });
+}
+
+/** The step of a lift: the hold lifted with its audit row (once), then the erasures it may free. */
+export async function liftHold(db: Db, change: Extract<HiveAdminChange, { kind: 'hold.lift' }>): Promise<string[]> {
+  await withTransaction(db, async (client) => {
+    const found = await repo.holdById(client, change.orgId, change.holdId, true);
+    if (!found || found.lifted_at) return;
+    await repo.liftHold(client, found.id, change.by);
+    await repo.insertAudit(client, [{ orgId: change.orgId, nodeId: found.node_id, action: 'hold.lifted', ...change.by, detail: { hold: found.id } }]);
+  });
+  return repo.queuedErasures(db, change.orgId);
 }
 
 function formatHold(hold: repo.HoldRow) {

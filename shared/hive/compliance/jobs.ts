@@ -6,6 +6,7 @@ import { nodeWithRole, type HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
 import type { ReachedNodeRow } from '../repository.js';
 import * as repo from './repository.js';
+import type { SettingsRecord } from './schemas.js';
 
 /**
  * Compliance jobs: a retention sweep, an erasure or an embedding sweep is a row in
@@ -28,6 +29,29 @@ export const WORKFLOW_OF: Record<repo.JobKind, string> = {
   erasure: 'hiveErasureWorkflow',
   embed: 'hiveEmbedSweepWorkflow',
 };
+
+/** What one administrative change of compliance does (the route has checked who may ask). */
+export type HiveAdminChange =
+  | { kind: 'hold.place'; holdId: string; orgId: string; nodeId: string; reason: string; by: ChangeAuthor }
+  | { kind: 'hold.lift'; holdId: string; orgId: string; by: ChangeAuthor }
+  | { kind: 'settings.replace'; changeId: string; orgId: string; nodeId: string; settings: SettingsRecord; by: ChangeAuthor };
+type ChangeAuthor = { personId: string | null; tokenId: string };
+
+/**
+ * Runs one administrative change (a hold placed or lifted, settings replaced) as its workflow,
+ * hiveAdminChangeWorkflow, and waits for it; the workflow id names the change, so the same change
+ * asked twice joins the first.
+ */
+export async function runAdminChange(services: ComplianceServices, workflowId: string, change: HiveAdminChange): Promise<{ woken: string[] }> {
+  const handle = await services.temporal.client.workflow.start('hiveAdminChangeWorkflow', {
+    taskQueue: services.config.TEMPORAL_TASK_QUEUE,
+    workflowId,
+    args: [change],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    staticSummary: `Hive ${change.kind}`,
+  });
+  return handle.result() as Promise<{ woken: string[] }>;
+}
 
 /** The organisation's root node, when the caller is its owner (compliance needs owner on the organisation). */
 export async function ownedOrganisation(db: Queryable, credential: HiveCredential): Promise<ReachedNodeRow> {

@@ -85,13 +85,13 @@ export interface HoldRow {
 
 const HOLD_COLUMNS = `h.id, h.org_id, h.node_id, n.name_path AS node_path, h.reason, h.placed_at, h.placed_by, h.lifted_at, h.lifted_by`;
 
-export async function insertHold(db: Queryable, hold: { orgId: string; nodeId: string; reason: string; personId: string | null; tokenId: string }): Promise<HoldRow> {
-  const id = newId('hld_');
-  await db.query(
-    `INSERT INTO hive.legal_holds (id, org_id, node_id, reason, placed_by, placed_token) VALUES ($1, $2, $3, $4, $5, $6)`,
-    [id, hold.orgId, hold.nodeId, hold.reason, hold.personId, hold.tokenId],
+/** A hold under the id its request chose; false when that id is placed already (a retried step). */
+export async function insertHold(db: Queryable, hold: { id: string; orgId: string; nodeId: string; reason: string; personId: string | null; tokenId: string }): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `INSERT INTO hive.legal_holds (id, org_id, node_id, reason, placed_by, placed_token) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+    [hold.id, hold.orgId, hold.nodeId, hold.reason, hold.personId, hold.tokenId],
   );
-  return (await holdById(db, hold.orgId, id))!;
+  return rowCount === 1;
 }
 
 export async function holdById(db: Queryable, orgId: string, id: string, lock = false): Promise<HoldRow | undefined> {
@@ -467,6 +467,12 @@ export interface AuditEntry {
   personId: string | null;
   tokenId: string | null;
   detail?: Record<string, unknown>;
+}
+
+/** Whether an audit row already records the change `changeId` (a step run again finds it). */
+export async function auditedChange(db: Queryable, orgId: string, changeId: string): Promise<boolean> {
+  const { rows } = await db.query(`SELECT 1 FROM hive.audit_log WHERE org_id = $1 AND detail->>'change' = $2 LIMIT 1`, [orgId, changeId]);
+  return rows.length > 0;
 }
 
 export async function insertAudit(db: Queryable, entries: AuditEntry[]): Promise<void> {

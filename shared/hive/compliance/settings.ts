@@ -1,31 +1,45 @@
 import { withTransaction, type Db, type Queryable } from '../../db/pool.js';
+import { newId } from '../../ids.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
 import type { ReachedNodeRow } from '../repository.js';
-import { DEFAULT_AUDIT_ROW_DAYS, replaceSettings, settingsInForce, insertAudit } from './repository.js';
+import { runAdminChange, type ComplianceServices, type HiveAdminChange } from './jobs.js';
+import { auditedChange, DEFAULT_AUDIT_ROW_DAYS, insertAudit, lockOrganisationHolds, replaceSettings, settingsInForce } from './repository.js';
 import type { SettingsRecord } from './schemas.js';
 
 /**
  * A node's settings record (POST /v1/admin/settings, admin on the node): its retention map, its
  * sensitivity and its audit-row lifetime. A node without a record of its own has its nearest
  * ancestor's, the organisation's root without one the defaults. Replacing takes the whole record
- * (the body's schema has no optional field), written with its audit row in one transaction.
+ * (the body's schema has no optional field) and runs as a workflow (hiveAdminChangeWorkflow,
+ * readable in the Web UI) that writes it with its audit row in one transaction, once.
  */
 export const DEFAULT_SETTINGS: SettingsRecord = { retention: [], sensitivity: 'internal', audit_row_days: DEFAULT_AUDIT_ROW_DAYS };
 
-export async function nodeSettings(db: Db, credential: HiveCredential, input: { node: string; settings?: SettingsRecord }) {
-  const node = await nodeWithRole(db, credential, input.node, 'admin');
+export async function nodeSettings(services: ComplianceServices, credential: HiveCredential, input: { node: string; settings?: SettingsRecord }) {
+  const node = await nodeWithRole(services.db, credential, input.node, 'admin');
   if (input.settings) {
-    const record = input.settings;
-    await withTransaction(db, async (client) => {
-      const previous = await settingsInForce(client, node.id);
-      await replaceSettings(client, { nodeId: node.id, orgId: node.org_id, retention: record.retention, sensitivity: record.sensitivity, auditRowDays: record.audit_row_days, personId: credential.personId, tokenId: credential.tokenId });
-      await insertAudit(client, [{
-        orgId: node.org_id, nodeId: node.id, action: 'settings.replaced', personId: credential.personId, tokenId: credential.tokenId,
-        detail: { previous: previous ? { from: previous.node_id, retention: previous.retention, sensitivity: previous.sensitivity, audit_row_days: previous.audit_row_days } : null, settings: record },
-      }]);
+    const changeId = newId('chg_');
+    await runAdminChange(services, `hive-settings-${changeId}`, {
+      kind: 'settings.replace', changeId, orgId: node.org_id, nodeId: node.id, settings: input.settings, by: { personId: credential.personId, tokenId: credential.tokenId },
     });
   }
-  return settingsView(db, node);
+  return settingsView(services.db, node);
+}
+
+/** The step of a replacement: the record and its audit row, once (the audit row names the change). */
+export async function replaceNodeSettings(db: Db, change: Extract<HiveAdminChange, { kind: 'settings.replace' }>): Promise<void> {
+  await withTransaction(db, async (client) => {
+    // The organisation's compliance lock: a step still running when its retry starts cannot write twice.
+    await lockOrganisationHolds(client, [change.orgId]);
+    if (await auditedChange(client, change.orgId, change.changeId)) return;
+    const previous = await settingsInForce(client, change.nodeId);
+    const record = change.settings;
+    await replaceSettings(client, { nodeId: change.nodeId, orgId: change.orgId, retention: record.retention, sensitivity: record.sensitivity, auditRowDays: record.audit_row_days, ...change.by });
+    await insertAudit(client, [{
+      orgId: change.orgId, nodeId: change.nodeId, action: 'settings.replaced', ...change.by,
+      detail: { change: change.changeId, previous: previous ? { from: previous.node_id, retention: previous.retention, sensitivity: previous.sensitivity, audit_row_days: previous.audit_row_days } : null, settings: record },
+    }]);
+  });
 }
 
 async function settingsView(db: Queryable, node: ReachedNodeRow) {
