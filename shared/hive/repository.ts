@@ -13,6 +13,17 @@ export async function readSchemaVersion(db: Queryable): Promise<string> {
   return rows[0].version;
 }
 
+/** The token's grants (`$1` the token id): its person's roles, or the grant it carries itself. */
+const TOKEN_GRANTS = `SELECT rg.node_id, rg.role
+      FROM hive.tokens t JOIN hive.role_grants rg ON rg.person_id = t.person_id
+     WHERE t.id = $1 AND t.revoked_at IS NULL
+    UNION ALL
+    SELECT t.grant_node_id, t.grant_role
+      FROM hive.tokens t
+     WHERE t.id = $1 AND t.revoked_at IS NULL AND t.grant_node_id IS NOT NULL`;
+
+const RANK_OF_ROLE = `CASE g.role WHEN 'reader' THEN 1 WHEN 'member' THEN 2 WHEN 'admin' THEN 3 WHEN 'owner' THEN 4 END`;
+
 /**
  * The nodes a token reaches, with the best role it holds on each: a person's grants (read now, so
  * a demotion applies to every token they hold) or the token's own grant, each inherited by every
@@ -20,15 +31,9 @@ export async function readSchemaVersion(db: Queryable): Promise<string> {
  * outside it is never loaded. A revoked token reaches nothing even mid-request.
  */
 export const REACH_CTE = `reach AS (
-  SELECT n.id AS node_id, max(CASE g.role WHEN 'reader' THEN 1 WHEN 'member' THEN 2 WHEN 'admin' THEN 3 WHEN 'owner' THEN 4 END) AS rank
+  SELECT n.id AS node_id, max(${RANK_OF_ROLE}) AS rank
   FROM (
-    SELECT rg.node_id, rg.role
-      FROM hive.tokens t JOIN hive.role_grants rg ON rg.person_id = t.person_id
-     WHERE t.id = $1 AND t.revoked_at IS NULL
-    UNION ALL
-    SELECT t.grant_node_id, t.grant_role
-      FROM hive.tokens t
-     WHERE t.id = $1 AND t.revoked_at IS NULL AND t.grant_node_id IS NOT NULL
+    ${TOKEN_GRANTS}
   ) g
   JOIN hive.nodes gn ON gn.id = g.node_id
   JOIN hive.nodes n ON n.org_id = gn.org_id AND (n.id = gn.id OR starts_with(n.path, gn.path || '/'))
@@ -145,10 +150,19 @@ export interface ReachedNodeRow extends NodeRow {
 
 /** One node in the token's reach, named by id or by its name path; undefined when outside the reach (or nowhere). */
 export async function reachedNode(db: Queryable, tokenId: string, ref: string): Promise<ReachedNodeRow | undefined> {
+  // The one node first (by id, or by name path within the token's organisation), then the
+  // token's grants on it or above it: a write's check reads a node and its grants, not the reach.
   const { rows } = await db.query<ReachedNodeRow>(
-    `WITH ${REACH_CTE}
-     SELECT n.*, reach.rank FROM reach JOIN hive.nodes n ON n.id = reach.node_id
-      WHERE n.id = $2 OR n.name_path = $2`,
+    `WITH grants AS (${TOKEN_GRANTS})
+     SELECT n.*, r.rank
+       FROM hive.tokens t
+       JOIN hive.nodes n ON n.org_id = t.org_id AND (n.id = $2 OR n.name_path = $2)
+       CROSS JOIN LATERAL (
+         SELECT max(${RANK_OF_ROLE}) AS rank
+           FROM grants g JOIN hive.nodes gn ON gn.id = g.node_id
+          WHERE gn.org_id = n.org_id AND (gn.id = n.id OR starts_with(n.path, gn.path || '/'))
+       ) r
+      WHERE t.id = $1 AND t.revoked_at IS NULL AND r.rank IS NOT NULL`,
     [tokenId, ref],
   );
   return rows[0];
