@@ -1,24 +1,15 @@
 import { createHash } from 'node:crypto';
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { hashPassword } from '../shared/accounts/passwords.js';
+import { launchBrowser } from './support/browser.js';
 import { bearer, call, startTestPlatform, type TestPlatform } from './support/test-platform.js';
 
 /**
  * The developer dashboard (/app) driven by a real headless Chromium against the real app and
  * database: sign-in, the one-time plaintext, revocation, the Origin check and sign-out.
  */
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 // A second origin the dashboard must accept on writes, as behind a proxy.
 const PUBLIC_BASE_URL = 'https://dashboard.example.test';
 const PASSWORD = 'a long dashboard password';
@@ -30,7 +21,7 @@ const openContexts: BrowserContext[] = [];
 
 beforeAll(async () => {
   gateway = await startTestPlatform({ PUBLIC_BASE_URL });
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launchBrowser();
 });
 afterEach(async () => {
   await Promise.all(openContexts.splice(0).map((context) => context.close()));

@@ -387,6 +387,9 @@ describe('topping up', () => {
       expect(refused.status).toBe(400);
       expect(refused.text).toMatch(/from 10 to 500 US dollars/);
     }
+    const misnamed = await send('/dashboard/topup', { cookie, origin: ownOrigin(), form: { amount_usd: '20' } });
+    expect(misnamed.status).toBe(400);
+    expect(misnamed.text).toContain('as the field &quot;amount&quot;');
     const total = await world.hive.db.query<{ count: number }>('SELECT count(*)::int AS count FROM hive.wallet_topups WHERE org_id = $1', [owner.orgId]);
     expect(total.rows[0]!.count).toBe(1);
   });

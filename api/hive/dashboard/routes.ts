@@ -132,7 +132,8 @@ export function dashboardRouter(hive: HiveServices): Router {
     try {
       await requireOrganisationAdmin(db, credential);
       const form = topUpForm.safeParse(req.body);
-      if (!form.success) throw hiveError(400, `A top-up is from ${TOP_UP_MIN_USD} to ${TOP_UP_MAX_USD} US dollars.`);
+      // A post without the form's field says so, rather than quoting a range the sender never tried.
+      if (!form.success) throw hiveError(400, req.body?.amount === undefined ? 'A top-up form sends its amount in US dollars as the field "amount".' : `A top-up is from ${TOP_UP_MIN_USD} to ${TOP_UP_MAX_USD} US dollars.`);
       const origin = publicOrigin(req, config.HIVE_PUBLIC_BASE_URL);
       const checkout = await createTopUpCheckout(hive, {
         orgId: credential.orgId,
