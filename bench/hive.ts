@@ -24,7 +24,7 @@ import { loadConfig } from '../shared/config.js';
 import { createPool, type Queryable } from '../shared/db/pool.js';
 import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { HIVE_EMBED_QUEUE, hiveEmbeddingModel } from '../shared/hive/embedding.js';
-import { recallHits, shortlistSize } from '../shared/hive/memory-repository.js';
+import { recallHits, shortlistSize, signsDistanceSql } from '../shared/hive/memory-repository.js';
 import { MEANING_FLOOR } from '../shared/hive/recall.js';
 import { createLogger } from '../shared/logger.js';
 import { createRedis } from '../shared/platform/redis.js';
@@ -164,7 +164,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     const nearestTen = async (vector: number[], shortlisted: boolean) => (await db.query<{ id: string }>(
       shortlisted
         ? `SELECT id FROM (SELECT m.id, m.embedding FROM hive.memories m WHERE m.node_id = ANY($1::text[]) AND m.embedding IS NOT NULL
-             ORDER BY m.embedding_signs <%> (binary_quantize($2::vector)::bit varying || binary_quantize(($2::vector - $2::vector) - $2::vector)::bit varying), m.id LIMIT $4) s
+             ORDER BY ${signsDistanceSql('$2')}, m.id LIMIT $4) s
            WHERE 1 - (embedding <=> $2::vector) >= $3 ORDER BY embedding <=> $2::vector LIMIT 10`
         : `SELECT m.id FROM hive.memories m WHERE m.node_id = ANY($1::text[]) AND m.embedding IS NOT NULL AND 1 - (m.embedding <=> $2::vector) >= $3
            ORDER BY m.embedding <=> $2::vector LIMIT 10`,

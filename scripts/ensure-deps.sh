@@ -478,6 +478,24 @@ step_redis() {
   log "Redis started on port $URL_PORT"
 }
 
+# go_install_cached NAME MODULE VERSION WHY: `go install MODULE@VERSION` into $SVC_CACHE_DIR/bin/NAME,
+# through a temporary GOBIN so that a half-written binary is never found there. WHY completes the
+# error when Go is missing ("to install …").
+go_install_cached() {
+  local name=$1 module=$2 version=$3 why=$4 go tmpbin
+  go=$(command -v go 2>/dev/null || true)
+  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
+  [[ -n $go ]] || die "Go is needed $why (not on PATH, not at /usr/local/go/bin/go)"
+  mkdir -p "$SVC_CACHE_DIR/bin"
+  tmpbin=$(mktemp -d "$SVC_CACHE_DIR/bin/.install.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmpbin'" EXIT
+  run_logged "$CACHE_LOG_DIR/$name-install.log" env GOBIN="$tmpbin" "$go" install "$module@$version"
+  mv -f "$tmpbin/$name" "$SVC_CACHE_DIR/bin/$name"
+  rm -rf "$tmpbin"
+  trap - EXIT
+}
+
 # ---------------------------------------------------------------------------------------------
 # 5. Temporal CLI
 TEMPORAL_CLI_MODULE=github.com/temporalio/cli/cmd/temporal
@@ -509,20 +527,8 @@ step_temporal() {
     fi
   fi
 
-  local go
-  go=$(command -v go 2>/dev/null || true)
-  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
-  [[ -n $go ]] || die "Go is needed to install the Temporal CLI (not on PATH, not at /usr/local/go/bin/go); or set TEMPORAL_ADDRESS"
   log "installing Temporal CLI $TEMPORAL_CLI_VERSION with go install (takes a few minutes)"
-  local tmpbin
-  mkdir -p "$SVC_CACHE_DIR/bin"
-  tmpbin=$(mktemp -d "$SVC_CACHE_DIR/bin/.install.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$tmpbin'" EXIT
-  run_logged "$CACHE_LOG_DIR/temporal-install.log" env GOBIN="$tmpbin" "$go" install "$TEMPORAL_CLI_MODULE@$TEMPORAL_CLI_VERSION"
-  mv -f "$tmpbin/temporal" "$bin"
-  rm -rf "$tmpbin"
-  trap - EXIT
+  go_install_cached temporal "$TEMPORAL_CLI_MODULE" "$TEMPORAL_CLI_VERSION" "to install the Temporal CLI; or set TEMPORAL_ADDRESS"
   temporal_ok "$bin" || die "$bin --version fails after go install"
   log "Temporal CLI installed ($("$bin" --version 2>/dev/null | head -n 1))"
 }
@@ -559,20 +565,8 @@ step_stripe_mock() {
     log "stripe-mock present ($STRIPE_MOCK_VERSION)"
     return
   fi
-  local go
-  go=$(command -v go 2>/dev/null || true)
-  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
-  [[ -n $go ]] || die "Go is needed to install stripe-mock (not on PATH, not at /usr/local/go/bin/go)"
   log "installing stripe-mock $STRIPE_MOCK_VERSION with go install (takes a few minutes the first time)"
-  local tmpbin
-  mkdir -p "$SVC_CACHE_DIR/bin"
-  tmpbin=$(mktemp -d "$SVC_CACHE_DIR/bin/.install.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$tmpbin'" EXIT
-  run_logged "$CACHE_LOG_DIR/stripe-mock-install.log" env GOBIN="$tmpbin" "$go" install "$STRIPE_MOCK_MODULE@$STRIPE_MOCK_VERSION"
-  mv -f "$tmpbin/stripe-mock" "$bin"
-  rm -rf "$tmpbin"
-  trap - EXIT
+  go_install_cached stripe-mock "$STRIPE_MOCK_MODULE" "$STRIPE_MOCK_VERSION" "to install stripe-mock"
   printf '%s\n' "$STRIPE_MOCK_VERSION" >"$marker"
   log "stripe-mock installed ($STRIPE_MOCK_VERSION)"
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { cachedBinPath } from '../../scripts/lib/local-services.js';
+import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './process-cpu.js';
 
 const run = promisify(execFile);
 
@@ -64,11 +65,12 @@ export interface LoadResult {
  * send lag and latency go to that file (bench/support/tail.ts).
  */
 export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, seconds: number, serverPid?: number, traceFile?: string): Promise<LoadResult> {
-  const before = cpuTimes();
-  const usedBefore = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
+  const cpuMs = () => ({ server: msOf(processCpuSeconds(serverPid, false)), postgres: msOf(commandCpuSeconds('postgres')), redis: msOf(commandCpuSeconds('redis-server')) });
+  const before = machineCpuTicks();
+  const usedBefore = cpuMs();
   const result = await generate(target, ratePerSecond, seconds, traceFile);
-  const usedAfter = { server: serverPid === undefined ? undefined : processCpuMs(serverPid), postgres: commandCpuMs('postgres'), redis: commandCpuMs('redis-server') };
-  const after = cpuTimes();
+  const usedAfter = cpuMs();
+  const after = machineCpuTicks();
   const stealPercent = before && after ? (100 * (after.steal - before.steal)) / Math.max(1, after.total - before.total) : undefined;
   const perRequest = (key: keyof typeof usedBefore) => {
     const [start, end] = [usedBefore[key], usedAfter[key]];
@@ -77,65 +79,10 @@ export async function openLoopLoad(target: LoadTarget, ratePerSecond: number, se
   return { ...result, stealPercent, serverCpuMsPerRequest: perRequest('server'), postgresCpuMsPerRequest: perRequest('postgres'), redisCpuMsPerRequest: perRequest('redis') };
 }
 
+const msOf = (seconds: number | undefined) => (seconds === undefined ? undefined : seconds * 1000);
+
 /** The value at quantile `q` (0.99 for p99) of ascending `sorted`; NaN when it is empty. */
 export const quantile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-
-/** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every common Linux build. */
-const USER_HZ = 100;
-
-/**
- * CPU time (user and system) a process has used so far, in milliseconds; undefined off Linux. With
- * `reapedChildren`, the time of its children that have ended is added too.
- */
-function processCpuMs(pid: number, reapedChildren = false): number | undefined {
-  try {
-    // Fields after the parenthesised command name, which may itself hold spaces: utime and stime are the
-    // 12th and 13th, cutime and cstime (children waited for) the 14th and 15th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-    const ticks = fields[11]! + fields[12]! + (reapedChildren ? fields[13]! + fields[14]! : 0);
-    return (ticks * 1000) / USER_HZ;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * CPU time used so far by every process whose command name is `command`; undefined off Linux. A
- * PostgreSQL backend that ends during a run takes its time out of the live processes' sum, but adds
- * it to the postmaster's reaped children, so that is counted too and the total never goes back.
- */
-function commandCpuMs(command: string): number | undefined {
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
-  } catch {
-    return undefined;
-  }
-  let total = 0;
-  for (const pid of pids) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command) total += processCpuMs(Number(pid), true) ?? 0;
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return total;
-}
-
-/**
- * A virtual machine's CPU time taken by its hypervisor for other guests ("steal", the eighth field
- * of /proc/stat's cpu line). On a shared 2-core machine it ranged from 1 % to a third of all CPU
- * time between runs of one commit, so every latency figure is printed beside it.
- */
-function cpuTimes(): { steal: number; total: number } | undefined {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
-    return { steal: fields[7]!, total: fields.reduce((sum, value) => sum + value, 0) };
-  } catch {
-    return undefined;
-  }
-}
 
 async function generate(target: LoadTarget, ratePerSecond: number, seconds: number, traceFile?: string): Promise<Omit<LoadResult, 'stealPercent' | 'serverCpuMsPerRequest' | 'postgresCpuMsPerRequest' | 'redisCpuMsPerRequest'>> {
   const binary = process.env.BENCH_LOADGEN === 'node' ? undefined : await goLoadgen();

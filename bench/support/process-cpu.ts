@@ -5,17 +5,16 @@ const USER_HZ = 100;
 
 /**
  * CPU time (user and system) a process has used so far, in seconds, with that of its children that
- * have ended; undefined off Linux or once it is gone. (bench/support/load.ts keeps the same reading
- * privately, in milliseconds.)
+ * have ended unless `reapedChildren` is false; undefined off Linux or once it is gone.
  */
-export function processCpuSeconds(pid: number | undefined): number | undefined {
+export function processCpuSeconds(pid: number | undefined, reapedChildren = true): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    // Fields after the parenthesised command name, which may itself hold spaces: utime, stime,
-    // cutime and cstime are the 12th to 15th.
+    // Fields after the parenthesised command name, which may itself hold spaces: utime and stime
+    // are the 12th and 13th, cutime and cstime (children waited for) the 14th and 15th.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-    return (fields[11]! + fields[12]! + fields[13]! + fields[14]!) / USER_HZ;
+    return (fields[11]! + fields[12]! + (reapedChildren ? fields[13]! + fields[14]! : 0)) / USER_HZ;
   } catch {
     return undefined;
   }
@@ -23,7 +22,8 @@ export function processCpuSeconds(pid: number | undefined): number | undefined {
 
 /**
  * CPU seconds used so far by every process whose command name is `command` (`postgres`: the
- * server and its backends; a backend that ended is counted in the postmaster's children).
+ * server and its backends). A backend that ends during a run takes its time out of the live
+ * processes' sum but adds it to the postmaster's reaped children, so the total never goes back.
  */
 export function commandCpuSeconds(command: string): number | undefined {
   let pids: string[];
@@ -43,7 +43,11 @@ export function commandCpuSeconds(command: string): number | undefined {
   return total;
 }
 
-/** The machine's CPU ticks so far (/proc/stat): all of them, those busy, and those stolen by the hypervisor; undefined off Linux. */
+/**
+ * The machine's CPU ticks so far (/proc/stat): all of them, those busy, and those stolen by the
+ * hypervisor for other guests ("steal": on a shared 2-core machine from 1 % to a third of all CPU
+ * time between runs of one commit, so latency figures are printed beside it); undefined off Linux.
+ */
 export function machineCpuTicks(): { total: number; busy: number; steal: number } | undefined {
   try {
     // user nice system idle iowait irq softirq steal

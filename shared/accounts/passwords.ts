@@ -23,3 +23,18 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const key = await derive(password, Buffer.from(salt, 'base64url'), { N: Number(n), r: Number(r), p: Number(p), maxmem: PARAMS.maxmem });
   return key.length === expectedKey.length && timingSafeEqual(key, expectedKey);
 }
+
+let nobodysHash: Promise<string> | undefined;
+
+/**
+ * A hash of nobody's password, made once per process with the parameters real ones have: a sign-in
+ * for an unknown address (or a person without a password) is verified against it, so it takes as
+ * long as a wrong password and the answer's timing does not tell which addresses have accounts.
+ */
+export function nobodysPasswordHash(): Promise<string> {
+  nobodysHash ??= hashPassword(randomBytes(16).toString('hex')).catch((error: unknown) => {
+    nobodysHash = undefined;
+    throw error;
+  });
+  return nobodysHash;
+}

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { hashPassword, verifyPassword } from '../accounts/passwords.js';
+import { nobodysPasswordHash, verifyPassword } from '../accounts/passwords.js';
 import type { Db } from '../db/pool.js';
 import * as repo from './repository.js';
 
@@ -31,7 +31,7 @@ export interface SessionAccount {
  * page cannot be used to learn which emails have accounts.
  */
 export async function signIn(db: Db, credentials: { email: string; password: string }): Promise<DashboardSession | undefined> {
-  const dummy = await dummyPasswordHash();
+  const dummy = await nobodysPasswordHash();
   const candidate = await repo.findSignInCandidate(db, credentials.email);
   // Exactly one scrypt run whether or not the email exists, so the response time does not tell either.
   const passwordMatches = await verifyPassword(credentials.password, candidate?.password_hash ?? dummy);
@@ -56,15 +56,4 @@ export async function signOut(db: Db, token: string | undefined): Promise<void> 
 
 function hashToken(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
-}
-
-let dummyHash: Promise<string> | undefined;
-
-/** A hash of nobody's password, made once per process with the same scrypt parameters as real ones. */
-function dummyPasswordHash(): Promise<string> {
-  dummyHash ??= hashPassword(randomBytes(16).toString('hex')).catch((error: unknown) => {
-    dummyHash = undefined;
-    throw error;
-  });
-  return dummyHash;
 }

@@ -265,6 +265,10 @@ const SHORTLIST_FLOOR = 200;
 const SHORTLIST_PER_PLACE = 4;
 export const shortlistSize = (pool: number): number => Math.max(SHORTLIST_FLOOR, SHORTLIST_PER_PLACE * pool);
 
+/** How far a memory's sign signature (migration 032's generated column) is from that of the vector parameter `vector` (e.g. `$6`). */
+export const signsDistanceSql = (vector: string): string =>
+  `m.embedding_signs <%> (binary_quantize(${vector}::vector)::bit varying || binary_quantize((${vector}::vector - ${vector}::vector) - ${vector}::vector)::bit varying)`;
+
 /**
  * Ranked retrieval inside the reach: the best full-text matches (websearch syntax: every word, or
  * "quoted phrases", `or`, `-word`) and the nearest vectors above a similarity floor are fused by
@@ -296,7 +300,7 @@ export async function recallHits(db: Queryable, query: RecallQuery): Promise<Rec
        SELECT m.id
          FROM hive.memories m JOIN scoped s ON s.node_id = m.node_id
         WHERE $6::vector IS NOT NULL AND m.embedding_model = $7 AND length(m.embedding_signs) = 2 * vector_dims($6::vector) AND ${filters}
-        ORDER BY m.embedding_signs <%> (binary_quantize($6::vector)::bit varying || binary_quantize(($6::vector - $6::vector) - $6::vector)::bit varying), m.id
+        ORDER BY ${signsDistanceSql('$6')}, m.id
         LIMIT $10
      ),
      vector_hits AS (

@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import { hashPassword, verifyPassword } from '../../accounts/passwords.js';
+import { nobodysPasswordHash, verifyPassword } from '../../accounts/passwords.js';
 import type { Db } from '../../db/pool.js';
 import * as repo from './repository.js';
 import { startSession, type NewSession } from './sessions.js';
@@ -36,7 +35,7 @@ export async function checkPassword(db: Db, input: { email: string; password: st
 
   // Made (once per process) before the lookup, whatever the address, so that not even the first
   // unknown address of a process takes longer than a known one.
-  const dummy = await dummyPasswordHash();
+  const dummy = await nobodysPasswordHash();
   const candidate = await repo.signInCandidate(db, address);
   // One scrypt run whatever the address: an unknown address, or a person with no password yet, is
   // checked against a hash of nobody's password, so the answer takes as long as a wrong password.
@@ -59,15 +58,4 @@ export async function signIn(db: Db, input: { email: string; password: string; p
 
 function lockedMessage(until: Date): string {
   return `Sign-in is locked after ten wrong passwords, for fifteen minutes: try again after ${until.toISOString().slice(11, 16)} UTC.`;
-}
-
-let dummyHash: Promise<string> | undefined;
-
-/** A hash of nobody's password, made once per process with the parameters real ones have. */
-function dummyPasswordHash(): Promise<string> {
-  dummyHash ??= hashPassword(randomBytes(16).toString('hex')).catch((error: unknown) => {
-    dummyHash = undefined;
-    throw error;
-  });
-  return dummyHash;
 }
