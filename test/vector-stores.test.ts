@@ -298,8 +298,14 @@ describe('file batches', () => {
     const files = [];
     for await (const file of client.vectorStores.fileBatches.listFiles(batch.id, { vector_store_id: store.id })) files.push(file.id);
     expect(files.sort()).toEqual([...ids].sort());
-    const events = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.file_batch.completed' AND data->>'id' = $1`, [batch.id]);
-    expect(events.rows[0].n).toBe(1);
+    // The batch reads completed once its last file has (its status is its files' counts); its event
+    // is recorded by the transaction that finishes the batch, a moment after that file's own.
+    const events = await pollUntil(
+      async () => (await gateway.platform.db.query(`SELECT count(*)::int AS n FROM outbox_events WHERE type = 'vector_store.file_batch.completed' AND data->>'id' = $1`, [batch.id])).rows[0].n,
+      (n) => n > 0,
+      { context: () => 'the file_batch.completed event' },
+    );
+    expect(events).toBe(1);
   });
 
   it('refuses an empty batch, more than 500 files and unknown batches', async () => {
