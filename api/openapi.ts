@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { openApiPath } from '../shared/compatibility/surfaces.js';
 import { ERROR_CODES, ERROR_TYPES } from '../shared/errors.js';
-import { responseOf, type RouteAccess, type RouteDefinition } from './route-table.js';
+import { paramsSchemaOf, responseOf, type RouteAccess, type RouteDefinition } from './route-table.js';
 
 /**
  * The OpenAPI 3.1 description of the mounted routes, generated from the route table: each route's
@@ -68,7 +68,7 @@ export function openApiDocument(routes: readonly RouteDefinition[], version: str
 function operationOf(route: RouteDefinition): OpenApiOperation {
   const response = responseOf(route);
   const input = route.input ?? {};
-  const parameters = [...pathParameters(route.path), ...namedParameters(input.query, 'query'), ...namedParameters(input.headers, 'header')];
+  const parameters = [...namedParameters(paramsSchemaOf(route.path), 'path'), ...namedParameters(input.query, 'query'), ...namedParameters(input.headers, 'header')];
   const operation: OpenApiOperation = {
     operationId: `${route.method}${openApiPath(route.path).replace(/[^A-Za-z0-9]+(.)?/g, (_match, next: string | undefined) => (next ?? '').toUpperCase())}`,
     summary: route.summary,
@@ -84,9 +84,11 @@ function operationOf(route: RouteDefinition): OpenApiOperation {
       default: ERROR_RESPONSE,
     },
   };
-  if (input.body) {
-    const mediaType = input.bodyEncoding === 'multipart' ? 'multipart/form-data' : 'application/json';
-    operation.requestBody = { required: true, content: { [mediaType]: { schema: jsonSchema(input.body) } } };
+  if (input.upload) {
+    const fields = input.body instanceof z.ZodObject ? input.body : z.object({});
+    operation.requestBody = { required: true, content: { 'multipart/form-data': { schema: jsonSchema(fields.extend({ file: z.string().meta({ format: 'binary' }).describe('The file.') })) } } };
+  } else if (input.body) {
+    operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(input.body) } } };
   }
   return operation;
 }
@@ -104,18 +106,14 @@ function securityOf(access: RouteAccess): Pick<OpenApiOperation, 'security'> {
   }
 }
 
-function pathParameters(path: string): unknown[] {
-  return [...path.matchAll(/:(\w+)/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
-}
-
-/** A query or header schema's fields as OpenAPI parameters. */
-function namedParameters(fields: z.ZodType | undefined, where: 'query' | 'header'): unknown[] {
+/** A path, query or header schema's fields as OpenAPI parameters (a path parameter is always required). */
+function namedParameters(fields: z.ZodType | undefined, where: 'path' | 'query' | 'header'): unknown[] {
   if (!fields) return [];
   const schema = jsonSchema(fields) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
   return Object.entries(schema.properties ?? {}).map(([name, property]) => ({
     name,
     in: where,
-    required: schema.required?.includes(name) ?? false,
+    required: where === 'path' || (schema.required?.includes(name) ?? false),
     ...(typeof property.description === 'string' && { description: property.description }),
     schema: property,
   }));

@@ -1,5 +1,6 @@
+import type { Readable } from 'node:stream';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ClientTokenScope } from '../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../shared/accounts/scopes.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
@@ -7,6 +8,7 @@ import { ServiceError, serviceError, type ErrorCode } from '../shared/errors.js'
 import { parseBody, parseWith } from '../shared/validation.js';
 import { requireDeveloperKey, requireProvisioningKey } from './middleware/authenticate.js';
 import { meteredCall } from './middleware/metered-call.js';
+import { readMultipartStreaming } from './multipart.js';
 
 /**
  * The gateway's one route table. Every /v1 route is declared here as data: its method and path,
@@ -25,22 +27,59 @@ export type RouteAccess =
   /** A metered call: a developer key with the scope ('any': every valid key) or a client token with its own scope (null: none). */
   | { kind: 'metered'; developer: DeveloperScope | 'any'; clientToken: ClientTokenScope | null };
 
-export interface RouteInput<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {
-  params?: z.ZodType;
+export interface RouteInput<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType, Read = z.output<Body>, File = unknown> {
   query?: Query;
   /** Request headers the route reads (its handler parses them); described in the OpenAPI document. */
   headers?: z.ZodType;
-  /** A JSON body, or the fields of a multipart/form-data upload. */
+  /** A JSON body, or with `upload` the text fields of a multipart/form-data body. */
   body?: Body;
-  bodyEncoding?: 'json' | 'multipart';
   /** A request with no body at all reads as `{}` (a create whose every field is optional); else it is refused. */
   bodyOptional?: boolean;
+  /**
+   * The domain's own reader of a JSON body that other callers send too (a chat body also arrives as
+   * a batch line and as a run's step): the builder calls it instead of parsing with `body`, which
+   * then only describes the body.
+   */
+  read?: (raw: unknown, req: Request) => Read;
+  /** Makes the body multipart/form-data: how its `file` part is taken in, as it streams. */
+  upload?: Upload<File>;
 }
 
-/** What a route's `handle` receives: its body and query, parsed with the route's own schemas. */
-export interface ParsedInput<Body extends z.ZodType, Query extends z.ZodType> {
-  body: z.output<Body>;
+/** A multipart route's `file` part: stored as it arrives (never more than `maxBytes`), discarded again if the request then fails. */
+export interface Upload<File> {
+  maxBytes: number;
+  store: (stream: Readable, info: { filename: string; mimeType: string }) => Promise<File>;
+  discard?: (stored: File) => Promise<void>;
+}
+
+/** A file part read into memory: for small uploads (audio to transcribe). */
+export interface BufferedFile {
+  buffer: Buffer;
+  filename: string;
+  mimeType: string;
+}
+
+export const uploadIntoMemory = (maxBytes: number): Upload<BufferedFile> => ({
+  maxBytes,
+  store: async (stream, info) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    return { buffer: Buffer.concat(chunks), ...info };
+  },
+});
+
+/** The `:name` segments of an Express path, as the keys of its parsed parameters. */
+type ParamNames<Path extends string> = Path extends `${string}:${infer Name}/${infer Rest}` ? Name | ParamNames<`/${Rest}`> : Path extends `${string}:${infer Name}` ? Name : never;
+export type PathParams<Path extends string> = { [Name in ParamNames<Path>]: string };
+
+/** What a route's `handle` receives: its path parameters, query, body and file, parsed with the route's own schemas. */
+export interface ParsedInput<Path extends string, Query extends z.ZodType, Read, File> {
+  params: PathParams<Path>;
   query: z.output<Query>;
+  body: Read;
+  /** A multipart route's stored `file` part; absent when none was sent (`fileWithoutName`: a `file` field that was not a file). */
+  file: File | undefined;
+  fileWithoutName: boolean;
 }
 
 export interface RouteResponse {
@@ -51,32 +90,36 @@ export interface RouteResponse {
   headers?: Record<string, string>;
 }
 
-export interface RouteDefinition<Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType> {
+export interface RouteDefinition<Path extends string = string, Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType, Read = z.output<Body>, File = unknown> {
   method: HttpMethod;
   /** Express syntax: /v1/customers/:id */
-  path: string;
+  path: Path;
   /** The compatibility surface (shared/compatibility/surfaces.ts). */
   surface: string;
   summary: string;
   access: RouteAccess;
-  input?: RouteInput<Body, Query>;
+  input?: RouteInput<Body, Query, Read, File>;
   /** The success response; JSON with status 200 unless said. */
   response?: Partial<RouteResponse>;
   /**
-   * A route whose input the builder parses: `handle` gets the body and query already parsed with
-   * `input`'s schemas (a failure is the spec's error, from shared/validation.ts) and calls one
-   * domain function with them.
+   * Gets the route's input already parsed with its schemas (a failure is the spec's error, from
+   * shared/validation.ts), calls one domain function with it and formats the answer.
    */
-  handle?: (req: Request, res: Response, input: ParsedInput<Body, Query>) => unknown;
-  /** A route that reads its own input (a multipart stream, or a domain function that also serves batch lines). */
-  handler?: RequestHandler;
+  handle: (req: Request, res: Response, input: ParsedInput<Path, Query, Read, File>) => unknown;
 }
 
-export const route = <Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType>(definition: RouteDefinition<Body, Query>): RouteDefinition =>
+export const route = <Path extends string, Body extends z.ZodType = z.ZodType, Query extends z.ZodType = z.ZodType, Read = z.output<Body>, File = never>(
+  definition: RouteDefinition<Path, Body, Query, Read, File>,
+): RouteDefinition =>
   definition as unknown as RouteDefinition;
 
 export function responseOf(definition: RouteDefinition): RouteResponse {
   return { status: 200, contentType: 'application/json', description: 'OK', ...definition.response };
+}
+
+/** The path's parameters as a schema: each `:name` segment a string. */
+export function paramsSchemaOf(path: string): z.ZodObject {
+  return z.object(Object.fromEntries([...path.matchAll(/:(\w+)/g)].map(([, name]) => [name!, z.string().min(1)])));
 }
 
 /** A router of the table: each route's access check (authentication, scope, rate limits), then its handler. */
@@ -91,14 +134,45 @@ export function mountRoutes(platform: GatewayServices, definitions: readonly Rou
 
 /** Authentication and scope ran before this; then parse the input, then the one domain call. */
 function handlerOf(definition: RouteDefinition): RequestHandler {
-  const { handle, handler, input = {} } = definition;
-  if (handler) return handler;
-  if (!handle) throw new Error(`route ${definition.method} ${definition.path} has neither handle nor handler`);
+  const { handle, input = {} } = definition;
+  const params = paramsSchemaOf(definition.path);
+  const hasParams = Object.keys(params.shape).length > 0;
   return async (req, res) => {
-    const body = input.body ? parseBody(input.body, input.bodyOptional ? (req.body ?? {}) : req.body) : undefined;
-    const query = input.query ? parseWith(input.query, req.query) : undefined;
-    await handle(req, res, { body, query });
+    const parsed: ParsedInput<string, z.ZodType, unknown, unknown> = {
+      params: hasParams ? parseWith(params, req.params) : {},
+      query: input.query ? parseWith(input.query, req.query) : undefined,
+      body: undefined,
+      file: undefined,
+      fileWithoutName: false,
+    };
+    if (input.upload) Object.assign(parsed, await readForm(req, input.body, input.upload));
+    else if (input.read) parsed.body = input.read(req.body, req);
+    else if (input.body) parsed.body = parseBody(input.body, input.bodyOptional ? (req.body ?? {}) : req.body);
+    await handle(req, res, parsed);
   };
+}
+
+/**
+ * A multipart body: each text field checked against its schema as it arrives (a bad field sent
+ * before the file refuses the upload before the file's bytes are read), the file part stored as it
+ * streams, then the fields parsed whole; what was stored is discarded if they fail.
+ */
+async function readForm(req: Request, fields: z.ZodType | undefined, upload: Upload<unknown>): Promise<Pick<ParsedInput<string, z.ZodType, unknown, unknown>, 'body' | 'file' | 'fileWithoutName'>> {
+  const shape = fields instanceof z.ZodObject ? (fields.shape as Record<string, z.ZodType>) : {};
+  const discard = async (stored: unknown) => upload.discard?.(stored);
+  const form = await readMultipartStreaming(req, {
+    maxFileBytes: upload.maxBytes,
+    checkField: (name, value) => {
+      if (shape[name]) parseWith(shape[name], value, [name]);
+    },
+    storeFile: upload.store,
+  }, discard);
+  try {
+    return { body: fields ? parseWith(fields, form.fields) : form.fields, file: form.file, fileWithoutName: form.fileWithoutName };
+  } catch (error) {
+    if (form.file !== undefined) await discard(form.file);
+    throw error;
+  }
 }
 
 function accessCheck(platform: GatewayServices, access: RouteAccess): RequestHandler | undefined {

@@ -56,7 +56,12 @@ describe('GET /v1/openapi.json', () => {
     const customer = document.paths['/v1/customers'].post.requestBody.content['application/json'].schema;
     expect(customer.additionalProperties).toBe(false);
     expect(Object.keys(customer.properties)).toEqual(expect.arrayContaining(['external_id', 'rpm_limit', 'metadata']));
-    expect(document.paths['/v1/files'].post.requestBody.content).toHaveProperty('multipart/form-data');
+    // A multipart route's fields come from the schema it parses them with, and its file part is described beside them.
+    for (const [path, field] of [['/v1/files', 'purpose'], ['/v1/audio/transcriptions', 'response_format']] as const) {
+      const form = document.paths[path].post.requestBody.content['multipart/form-data'].schema;
+      expect(form.properties.file, path).toMatchObject({ type: 'string', format: 'binary' });
+      expect(form.properties, path).toHaveProperty(field);
+    }
     expect(document.paths['/v1/files'].get.parameters.map((parameter: any) => parameter.name)).toEqual(expect.arrayContaining(['limit', 'after']));
     expect(document.paths['/v1/health'].get.security).toEqual([]);
 

@@ -1,8 +1,7 @@
-import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import express, { Router, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
 import { createApiKey, listApiKeys, revokeApiKey } from '../../shared/accounts/accounts.js';
 import { DEVELOPER_SCOPES } from '../../shared/accounts/scopes.js';
-import type { Config } from '../../shared/config.js';
 import { findSessionAccount, SESSION_LIFETIME_MS, signIn, signOut, type SessionAccount } from '../../shared/dashboard/sessions.js';
 import type { Db } from '../../shared/db/pool.js';
 import { serviceError } from '../../shared/errors.js';

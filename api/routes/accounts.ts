@@ -49,7 +49,7 @@ export function accountRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'get', path: '/v1/balance', surface: 'balance', summary: "The calling developer's wallet balance", access: developerKey('api:read'),
-      handler: async (req, res) => {
+      handle: async (req, res) => {
         const balance = await getBalance(db, principalOf(req).accountId);
         res.json(
           balance.billing === 'linked'
@@ -92,14 +92,14 @@ export function accountRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/accounts/:id', surface, summary: 'Retrieve a provisioned account', access: PROVISIONING_KEY,
-      handler: async (req, res) => {
-        res.json(formatAccount(await getProvisionedAccount(db, principalOf(req).accountId, String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatAccount(await getProvisionedAccount(db, principalOf(req).accountId, params.id)));
       },
     }),
     route({
       method: 'delete', path: '/v1/accounts/:id', surface, summary: 'Close a provisioned account', access: PROVISIONING_KEY,
-      handler: async (req, res) => {
-        const closed = await closeProvisionedAccount(db, principalOf(req).accountId, String(req.params.id));
+      handle: async (req, res, { params }) => {
+        const closed = await closeProvisionedAccount(db, principalOf(req).accountId, params.id);
         res.json({ id: closed.id, object: 'account', status: closed.status, deleted: true });
       },
     }),

@@ -30,8 +30,6 @@ import { developerKey, metered, route, type RouteDefinition } from '../route-tab
 export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
   const surface = 'assistants';
   const developer = (req: Request) => principalOf(req).accountId;
-  const thread = (req: Request) => String(req.params.threadId);
-  const run = (req: Request) => String(req.params.runId);
   /** The caller of a thread route: a client token reaches only its customer's threads; Svc-Customer under a key bills runs to that customer. */
   const caller = (req: Request): ThreadCaller => {
     const call = meteredCallOf(req);
@@ -67,15 +65,15 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/assistants/:id', surface, summary: 'Retrieve an assistant', access: developerKey('api:read'),
-      handle: async (req, res) => res.json(await getAssistant(platform.db, developer(req), String(req.params.id))),
+      handle: async (req, res, { params }) => res.json(await getAssistant(platform.db, developer(req), params.id)),
     }),
     route({
       method: 'post', path: '/v1/assistants/:id', surface, summary: 'Modify an assistant', access: developerKey('api:write'), input: { body: assistantUpdateBody },
-      handle: async (req, res, { body }) => res.json(await updateAssistant(platform, developer(req), String(req.params.id), body)),
+      handle: async (req, res, { params, body }) => res.json(await updateAssistant(platform, developer(req), params.id, body)),
     }),
     route({
       method: 'delete', path: '/v1/assistants/:id', surface, summary: 'Delete an assistant', access: developerKey('api:write'),
-      handle: async (req, res) => res.json(await deleteAssistant(platform.db, developer(req), String(req.params.id))),
+      handle: async (req, res, { params }) => res.json(await deleteAssistant(platform.db, developer(req), params.id)),
     }),
 
     route({
@@ -92,77 +90,77 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId', surface, summary: 'Retrieve a thread', access: threadReads,
-      handle: async (req, res) => res.json(await getThread(platform.db, caller(req), thread(req))),
+      handle: async (req, res, { params }) => res.json(await getThread(platform.db, caller(req), params.threadId)),
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId', surface, summary: 'Modify a thread', access: threadAdmin, input: { body: threadUpdateBody },
-      handle: async (req, res, { body }) => res.json(await updateThread(platform.db, caller(req), thread(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await updateThread(platform.db, caller(req), params.threadId, body)),
     }),
     route({
       method: 'delete', path: '/v1/threads/:threadId', surface, summary: 'Delete a thread', access: threadAdmin,
-      handle: async (req, res) => res.json(await deleteThread(platform.db, caller(req), thread(req))),
+      handle: async (req, res, { params }) => res.json(await deleteThread(platform.db, caller(req), params.threadId)),
     }),
 
     route({
       method: 'post', path: '/v1/threads/:threadId/messages', surface, summary: 'Add a message to a thread', access: threads, input: { body: messageBody },
-      handle: async (req, res, { body }) => res.json(await createMessage(platform, caller(req), thread(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await createMessage(platform, caller(req), params.threadId, body)),
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/messages', surface, summary: "List a thread's messages", access: threadReads, input: { query: messageListQuery },
-      handle: async (req, res, { query }) => res.json(await listMessages(platform.db, caller(req), thread(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listMessages(platform.db, caller(req), params.threadId, query)),
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/messages/:messageId', surface, summary: 'Retrieve a message', access: threadReads,
-      handle: async (req, res) => res.json(await getMessage(platform.db, caller(req), thread(req), String(req.params.messageId))),
+      handle: async (req, res, { params }) => res.json(await getMessage(platform.db, caller(req), params.threadId, params.messageId)),
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/messages/:messageId', surface, summary: "Modify a message's metadata", access: threadAdmin, input: { body: runUpdateBody },
-      handle: async (req, res, { body }) => res.json(await updateMessage(platform.db, caller(req), thread(req), String(req.params.messageId), body.metadata)),
+      handle: async (req, res, { params, body }) => res.json(await updateMessage(platform.db, caller(req), params.threadId, params.messageId, body.metadata)),
     }),
 
     route({
       method: 'post', path: '/v1/threads/:threadId/runs', surface, summary: 'Create a run (a Temporal workflow whose id is the run id)', access: threads, input: { body: runBody },
-      handle: async (req, res, { body }) => {
-        const created = await createRun(platform, caller(req), thread(req), body);
+      handle: async (req, res, { params, body }) => {
+        const created = await createRun(platform, caller(req), params.threadId, body);
         if (!body.stream) return res.json(created);
         await streamRun(req, res, created.id, '0', [{ event: 'thread.run.created', data: created }, { event: 'thread.run.queued', data: created }]);
       },
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/runs', surface, summary: "List a thread's runs", access: threadReads, input: { query: listQuery },
-      handle: async (req, res, { query }) => res.json(await listRuns(platform.db, caller(req), thread(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listRuns(platform.db, caller(req), params.threadId, query)),
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/runs/:runId', surface, summary: 'Retrieve a run', access: threadReads,
-      handle: async (req, res) => {
+      handle: async (req, res, { params }) => {
         pollSoon(res);
-        res.json(await getRun(platform.db, caller(req), thread(req), run(req)));
+        res.json(await getRun(platform.db, caller(req), params.threadId, params.runId));
       },
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId', surface, summary: "Modify a run's metadata", access: threadAdmin, input: { body: runUpdateBody },
-      handle: async (req, res, { body }) => res.json(await updateRun(platform.db, caller(req), thread(req), run(req), body.metadata)),
+      handle: async (req, res, { params, body }) => res.json(await updateRun(platform.db, caller(req), params.threadId, params.runId, body.metadata)),
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId/submit_tool_outputs', surface, summary: 'Submit the outputs of the function calls a run waits for', access: threads,
       input: { body: toolOutputsBody },
-      handle: async (req, res, { body }) => {
-        const submitted = await submitToolOutputs(platform, caller(req), thread(req), run(req), body);
+      handle: async (req, res, { params, body }) => {
+        const submitted = await submitToolOutputs(platform, caller(req), params.threadId, params.runId, body);
         if (!body.stream) return res.json(submitted.run);
         await streamRun(req, res, submitted.run.id, submitted.afterEventId, [{ event: 'thread.run.in_progress', data: submitted.run }]);
       },
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId/cancel', surface, summary: 'Cancel a run', access: threads,
-      handle: async (req, res) => res.json(await cancelRun(platform, caller(req), thread(req), run(req))),
+      handle: async (req, res, { params }) => res.json(await cancelRun(platform, caller(req), params.threadId, params.runId)),
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/runs/:runId/steps', surface, summary: "List a run's steps", access: threadReads, input: { query: listQuery },
-      handle: async (req, res, { query }) => res.json(await listSteps(platform.db, caller(req), thread(req), run(req), query.order)),
+      handle: async (req, res, { params, query }) => res.json(await listSteps(platform.db, caller(req), params.threadId, params.runId, query.order)),
     }),
     route({
       method: 'get', path: '/v1/threads/:threadId/runs/:runId/steps/:stepId', surface, summary: 'Retrieve a run step', access: threadReads,
-      handle: async (req, res) => res.json(await getStep(platform.db, caller(req), thread(req), run(req), String(req.params.stepId))),
+      handle: async (req, res, { params }) => res.json(await getStep(platform.db, caller(req), params.threadId, params.runId, params.stepId)),
     }),
   ];
 }

@@ -31,15 +31,15 @@ export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'get', path: '/v1/batches/:id', surface, summary: 'Retrieve a batch',
       access: developerKey('api:read'),
-      handler: async (req, res) => {
-        res.json(formatBatch(await getBatch(platform.db, developer(req), String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatBatch(await getBatch(platform.db, developer(req), params.id)));
       },
     }),
     route({
       method: 'post', path: '/v1/batches/:id/cancel', surface, summary: 'Cancel a batch',
       access: developerKey('api:write'),
-      handler: async (req, res) => {
-        res.json(formatBatch(await cancelBatch(runtime, developer(req), String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatBatch(await cancelBatch(runtime, developer(req), params.id)));
       },
     }),
   ];

@@ -8,29 +8,28 @@ import { developerKey, route, type RouteDefinition } from '../route-table.js';
 export function billingRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db, config } = platform;
   const developer = (req: Parameters<typeof principalOf>[0]) => principalOf(req).accountId;
-  const customer = (req: { params: Record<string, unknown> }) => String(req.params.id);
   const wallets = 'customer_wallets';
   const reports = 'usage_reports';
   return [
     route({
       method: 'get', path: '/v1/customers/:id/wallet', surface: wallets, summary: "Retrieve a customer's prepaid wallet",
       access: developerKey('api:read'),
-      handler: async (req, res) => {
-        res.json(await getCustomerWallet(db, developer(req), customer(req)));
+      handle: async (req, res, { params }) => {
+        res.json(await getCustomerWallet(db, developer(req), params.id));
       },
     }),
     route({
       method: 'post', path: '/v1/customers/:id/wallet/topup', surface: wallets, summary: "Move money from the developer's wallet into a customer's",
       access: developerKey('api:write'), input: { body: walletAmountBody, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        res.json(await topUpCustomerWallet(db, config, developer(req), customer(req), body));
+      handle: async (req, res, { params, body }) => {
+        res.json(await topUpCustomerWallet(db, config, developer(req), params.id, body));
       },
     }),
     route({
       method: 'post', path: '/v1/customers/:id/wallet/adjust', surface: wallets, summary: "Adjust a customer's wallet up or down",
       access: developerKey('api:write'), input: { body: walletAmountBody, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        res.json(await adjustCustomerWallet(db, config, developer(req), customer(req), body));
+      handle: async (req, res, { params, body }) => {
+        res.json(await adjustCustomerWallet(db, config, developer(req), params.id, body));
       },
     }),
     // /v1/margin is the same report; its name says what the caller reads it for.
@@ -45,8 +44,8 @@ export function billingRoutes(platform: GatewayServices): RouteDefinition[] {
       route({
         method: 'get', path: `/v1/customers/:id${path.slice(3)}`, surface: reports, summary: `${path === '/v1/usage' ? 'Usage' : 'Margin'} report of one customer`,
         access: developerKey('api:read'), input: { query: usageQuery },
-        handle: async (req, res, { query }) => {
-          res.json(await usageReport(db, developer(req), query, customer(req)));
+        handle: async (req, res, { params, query }) => {
+          res.json(await usageReport(db, developer(req), query, params.id));
         },
       }),
     ]),

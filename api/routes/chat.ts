@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ServiceError, serviceError, toEnvelope } from '../../shared/errors.js';
 import type { ChatInput, ChatTarget } from '../../shared/inference/chat.js';
 import type { ChatMessage } from '../../shared/providers/types.js';
-import { chatCompletionBody, chatMessage, newCompletionId } from '../../shared/inference/chat.js';
+import { chatCompletionBody, chatMessage, newCompletionId, parseChatInput } from '../../shared/inference/chat.js';
 import { answerChat, modelHeaders, openChatStream, type ChatReply } from '../../shared/inference/chat-completions.js';
 import { IdempotencyStore } from '../../shared/inference/idempotency.js';
 import { fileStorageFor } from '../../shared/files/storage.js';
@@ -27,9 +27,10 @@ export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/chat/completions', surface: 'chat.completions', summary: 'Create a chat completion (server-sent events when stream is true)',
-      access: metered('api:chat', 'chat'), input: { body: chatRequest, headers: ambientBrainHeaders.partial() },
+      access: metered('api:chat', 'chat'),
+      input: { body: chatRequest, read: (raw, req) => parseChatInput(raw, { idempotencyKey: req.get('idempotency-key') }), headers: ambientBrainHeaders.partial() },
       response: { headers: { [BRAIN_STATUS_HEADER]: 'With a Brain header: attached, attached:empty_recall, ignored:unknown_brain, ignored:client_token or ignored:recall_failed (an open set).' } },
-      handler: async (req, res) => {
+      handle: async (req, res, { body: input }) => {
         const call = meteredCallOf(req);
         const signal = abortWhenClientLeaves(res);
         const brain = ambientBrainOf(req, res);
@@ -39,7 +40,7 @@ export function chatRoutes(platform: GatewayServices): RouteDefinition[] {
           reportBrain(res, recalled.status);
           return recalled.messages;
         }));
-        const answer = await answerChat(platform, stores, call, { body: req.body, idempotencyKey: req.get('idempotency-key'), signal, ...(augment && { augment }) });
+        const answer = await answerChat(platform, stores, call, { input, body: req.body, idempotencyKey: req.get('idempotency-key'), signal, ...(augment && { augment }) });
         let answerText: string | null;
         if (answer.kind === 'stream') answerText = await relayStream(platform, req, res, call, answer.input, answer.target, signal);
         else {

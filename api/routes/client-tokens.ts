@@ -18,29 +18,29 @@ export function clientTokenRoutes(platform: GatewayServices): RouteDefinition[] 
     route({
       method: 'post', path: '/v1/customers/:id/client_tokens', surface, summary: 'Mint a client token for a customer',
       access: developerKey('api:client_tokens'), input: { body: clientTokenMintBody, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        res.json(await mintClientToken(platform, developer(req), String(req.params.id), body, callerIp(req)));
+      handle: async (req, res, { params, body }) => {
+        res.json(await mintClientToken(platform, developer(req), params.id, body, callerIp(req)));
       },
     }),
     route({
       method: 'get', path: '/v1/customers/:id/client_tokens', surface, summary: "List a customer's live client tokens",
       access: developerKey('api:read'), input: { query: pageQuery },
-      handle: async (req, res, { query }) => {
-        res.json(await listClientTokens(db, developer(req), String(req.params.id), query));
+      handle: async (req, res, { params, query }) => {
+        res.json(await listClientTokens(db, developer(req), params.id, query));
       },
     }),
     route({
       method: 'post', path: '/v1/customers/:id/client_tokens/revoke_all', surface, summary: "Revoke every client token of a customer",
       access: developerKey('api:client_tokens'),
-      handler: async (req, res) => {
-        res.json(await revokeAllClientTokens(db, developer(req), String(req.params.id)));
+      handle: async (req, res, { params }) => {
+        res.json(await revokeAllClientTokens(db, developer(req), params.id));
       },
     }),
     route({
       method: 'delete', path: '/v1/customers/:id/client_tokens/:jti', surface, summary: 'Revoke one client token',
       access: developerKey('api:client_tokens'), response: { status: 204, contentType: '', description: 'Revoked' },
-      handler: async (req, res) => {
-        await revokeClientToken(db, developer(req), String(req.params.id), String(req.params.jti));
+      handle: async (req, res, { params }) => {
+        await revokeClientToken(db, developer(req), params.id, params.jti);
         res.status(204).end();
       },
     }),

@@ -26,8 +26,6 @@ import { developerKey, metered, route, type RouteDefinition } from '../route-tab
 export function conversationRoutes(platform: GatewayServices): RouteDefinition[] {
   const surface = 'conversations';
   const base = '/v1/customers/:id/conversations';
-  const customer = (req: Request) => String(req.params.id);
-  const conversation = (req: Request) => String(req.params.conversationId);
   /** A developer key's caller (routes client tokens cannot reach). */
   const developer = (req: Request): ConversationCaller => ({ developerId: principalOf(req).accountId, pinnedCustomerId: null });
   /** A metered route's caller: a client token is pinned to its customer. */
@@ -38,36 +36,36 @@ export function conversationRoutes(platform: GatewayServices): RouteDefinition[]
   return [
     route({
       method: 'post', path: base, surface, summary: 'Create a conversation for a customer', access: developerKey('api:chat'), input: { body: conversationBody, bodyOptional: true },
-      handle: async (req, res, { body }) => res.json(await createConversation(platform.db, developer(req), customer(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await createConversation(platform.db, developer(req), params.id, body)),
     }),
     route({
       method: 'get', path: base, surface, summary: "List a customer's conversations (status: active, locked or archived)", access: developerKey('api:read'), input: { query: conversationListQuery },
-      handle: async (req, res, { query }) => res.json(await listConversations(platform.db, developer(req), customer(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listConversations(platform.db, developer(req), params.id, query)),
     }),
     route({
       method: 'get', path: `${base}/:conversationId`, surface, summary: 'Retrieve a conversation', access: metered('api:read', 'conversations'),
-      handle: async (req, res) => res.json(await getConversation(platform.db, metered_(req), customer(req), conversation(req))),
+      handle: async (req, res, { params }) => res.json(await getConversation(platform.db, metered_(req), params.id, params.conversationId)),
     }),
     route({
       method: 'patch', path: `${base}/:conversationId`, surface, summary: "Archive or reactivate a conversation, or set its metadata", access: developerKey('api:chat'), input: { body: conversationPatchBody },
-      handle: async (req, res, { body }) => res.json(await updateConversation(platform.db, developer(req), customer(req), conversation(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await updateConversation(platform.db, developer(req), params.id, params.conversationId, body)),
     }),
     route({
       method: 'delete', path: `${base}/:conversationId`, surface, summary: 'Delete a conversation', access: developerKey('api:chat'),
-      handle: async (req, res) => res.json(await deleteConversation(platform.db, developer(req), customer(req), conversation(req))),
+      handle: async (req, res, { params }) => res.json(await deleteConversation(platform.db, developer(req), params.id, params.conversationId)),
     }),
     route({
       method: 'get', path: `${base}/:conversationId/messages`, surface, summary: "List a conversation's messages", access: metered('api:read', 'conversations'), input: { query: messageListQuery },
-      handle: async (req, res, { query }) => res.json(await listConversationMessages(platform.db, metered_(req), customer(req), conversation(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listConversationMessages(platform.db, metered_(req), params.id, params.conversationId, query)),
     }),
     route({
       method: 'post', path: `${base}/:conversationId/messages`, surface, summary: 'Send a message: one chat turn over the conversation, its reply appended', access: metered('api:chat', 'conversations'),
       input: { body: sendMessageBody },
-      handle: async (req, res, { body }) => {
+      handle: async (req, res, { params, body }) => {
         const signal = abortWhenClientLeaves(res);
-        if (!body.stream) return res.json(await sendMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, signal));
+        if (!body.stream) return res.json(await sendMessage(platform, metered_(req), meteredCallOf(req), params.id, params.conversationId, body, signal));
         // Errors before the first event (lock, limits, model) answer as plain errors; the stream opens on the first event.
-        const events = streamMessage(platform, metered_(req), meteredCallOf(req), customer(req), conversation(req), body, signal);
+        const events = streamMessage(platform, metered_(req), meteredCallOf(req), params.id, params.conversationId, body, signal);
         let opened = false;
         try {
           for await (const { event, data } of events) {

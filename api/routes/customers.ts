@@ -27,22 +27,22 @@ export function customerRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'get', path: '/v1/customers/:id', surface, summary: 'Retrieve a customer',
       access: developerKey('api:read'),
-      handler: async (req, res) => {
-        res.json(formatCustomer(await getCustomer(db, developer(req), String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatCustomer(await getCustomer(db, developer(req), params.id)));
       },
     }),
     route({
       method: 'patch', path: '/v1/customers/:id', surface, summary: 'Update a customer',
       access: developerKey('api:write'), input: { body: customerBody },
-      handle: async (req, res, { body }) => {
-        res.json(formatCustomer(await updateCustomer(db, developer(req), String(req.params.id), body)));
+      handle: async (req, res, { params, body }) => {
+        res.json(formatCustomer(await updateCustomer(db, developer(req), params.id, body)));
       },
     }),
     route({
       method: 'post', path: '/v1/customers/:id/archive', surface, summary: 'Archive a customer',
       access: developerKey('api:write'),
-      handler: async (req, res) => {
-        res.json(formatCustomer(await archiveCustomer(db, developer(req), String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatCustomer(await archiveCustomer(db, developer(req), params.id)));
       },
     }),
   ];

@@ -1,19 +1,12 @@
 import { pipeline } from 'node:stream/promises';
 import type { Request } from 'express';
 import { z } from 'zod';
-import { deleteFile, formatFile, getFile, listFiles, newFileId, openFileContent, parsePurpose, recordUpload, storeUpload, UPLOAD_PURPOSES } from '../../shared/files/files.js';
+import { deleteFile, formatFile, getFile, listFiles, newFileId, openFileContent, recordUpload, storeUpload, uploadFields } from '../../shared/files/files.js';
 import { fileStorageFor } from '../../shared/files/storage.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { pageQuery } from '../../shared/pagination.js';
 import { principalOf } from '../middleware/authenticate.js';
-import { readMultipartStreaming } from '../multipart.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
-
-/** The upload's form fields, read as they stream in (parsePurpose checks purpose before the file's bytes). */
-const uploadFields = z.object({
-  purpose: z.enum(UPLOAD_PURPOSES),
-  file: z.string().meta({ format: 'binary' }).describe('The file; a batch input is JSONL.'),
-});
 
 /** GET /v1/files: a page, optionally of one purpose (any string; one sent twice reads as absent, as it always has). */
 const listQuery = pageQuery.extend({ purpose: z.string().optional().catch(undefined) });
@@ -27,22 +20,17 @@ export function fileRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/files', surface, summary: 'Upload a file',
-      access: developerKey('api:write'), input: { body: uploadFields, bodyEncoding: 'multipart' },
-      handler: async (req, res) => {
-        const id = newFileId();
-        const upload = await readMultipartStreaming(
-          req,
-          {
-            maxFileBytes: config.FILES_MAX_BYTES,
-            // A bad purpose sent before the file refuses the upload before its bytes are read.
-            checkField: (name, value) => {
-              if (name === 'purpose') parsePurpose(value);
-            },
-            storeFile: (stream, info) => storeUpload(storage, id, stream, info.filename, config.FILES_MAX_BYTES),
-          },
-          (stored) => storage.delete(stored.id),
-        );
-        res.json(formatFile(await recordUpload(db, storage, developer(req), upload)));
+      access: developerKey('api:write'),
+      input: {
+        body: uploadFields,
+        upload: {
+          maxBytes: config.FILES_MAX_BYTES,
+          store: (stream, info) => storeUpload(storage, newFileId(), stream, info.filename, config.FILES_MAX_BYTES),
+          discard: (stored) => storage.delete(stored.id),
+        },
+      },
+      handle: async (req, res, { body, file, fileWithoutName }) => {
+        res.json(formatFile(await recordUpload(db, storage, developer(req), { purpose: body.purpose, file, fileWithoutName })));
       },
     }),
     route({
@@ -55,15 +43,15 @@ export function fileRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'get', path: '/v1/files/:id', surface, summary: 'Retrieve a file',
       access: developerKey('api:read'),
-      handler: async (req, res) => {
-        res.json(formatFile(await getFile(db, developer(req), String(req.params.id))));
+      handle: async (req, res, { params }) => {
+        res.json(formatFile(await getFile(db, developer(req), params.id)));
       },
     }),
     route({
       method: 'get', path: '/v1/files/:id/content', surface, summary: "Download a file's content",
       access: developerKey('api:read'), response: { contentType: 'application/octet-stream', description: 'The file as uploaded' },
-      handler: async (req, res) => {
-        const { file, content } = await openFileContent(db, storage, developer(req), String(req.params.id));
+      handle: async (req, res, { params }) => {
+        const { file, content } = await openFileContent(db, storage, developer(req), params.id);
         res.setHeader('Content-Type', 'application/octet-stream');
         res.setHeader('Content-Length', String(file.bytes));
         const ascii = file.filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
@@ -74,8 +62,8 @@ export function fileRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'delete', path: '/v1/files/:id', surface, summary: 'Delete a file',
       access: developerKey('api:write'),
-      handler: async (req, res) => {
-        res.json(await deleteFile(db, storage, developer(req), String(req.params.id)));
+      handle: async (req, res, { params }) => {
+        res.json(await deleteFile(db, storage, developer(req), params.id));
       },
     }),
   ];

@@ -1,10 +1,8 @@
 import { generateImages, imageBody, planImages, planSpeech, speak, speechBody } from '../../shared/inference/media.js';
 import { MAX_AUDIO_BYTES, planTranscription, transcribe, transcriptionFields } from '../../shared/inference/transcriptions.js';
-import { readMultipart } from '../multipart.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { abortWhenClientLeaves, meteredCallOf, setWalletHeaders } from '../middleware/metered-call.js';
-import { metered, route, type RouteDefinition } from '../route-table.js';
-import { z } from 'zod';
+import { metered, route, uploadIntoMemory, type RouteDefinition } from '../route-table.js';
 
 /** Images, text-to-speech and transcription: metered per image, per character and per second; not for client tokens. */
 export function mediaRoutes(platform: GatewayServices): RouteDefinition[] {
@@ -32,11 +30,10 @@ export function mediaRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'post', path: '/v1/audio/transcriptions', surface: 'audio.transcriptions', summary: 'Transcribe audio', access,
-      input: { body: transcriptionFields.extend({ file: z.string().meta({ format: 'binary' }) }), bodyEncoding: 'multipart' },
-      handler: async (req, res) => {
-        const body = await readMultipart(req, MAX_AUDIO_BYTES);
-        const plan = await planTranscription(body.fields, body.file !== undefined, platform.providers);
-        const transcript = await transcribe(platform, meteredCallOf(req), plan, body.file!, abortWhenClientLeaves(res));
+      input: { body: transcriptionFields, upload: uploadIntoMemory(MAX_AUDIO_BYTES) },
+      handle: async (req, res, { body, file }) => {
+        const plan = await planTranscription(body, file !== undefined, platform.providers);
+        const transcript = await transcribe(platform, meteredCallOf(req), plan, file!, abortWhenClientLeaves(res));
         setWalletHeaders(res, transcript);
         res.setHeader('content-type', transcript.contentType);
         res.send(typeof transcript.body === 'string' ? transcript.body : JSON.stringify(transcript.body));

@@ -15,7 +15,6 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
   const read = developerKey('api:read');
   const write = developerKey('api:write');
   const developer = (req: Request) => principalOf(req).accountId;
-  const name = (req: Request) => String(req.params.name);
   const slots = 'model_slots';
   const profiles = 'dynamic_profiles';
   return [
@@ -27,21 +26,21 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
     }),
     route({
       method: 'put', path: '/v1/model_slots/:name', surface: slots, summary: 'Create (201) or replace (200) a model slot', access: write, input: { body: slotBody, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        const { created, ...row } = await putSlot(db, developer(req), name(req), body);
+      handle: async (req, res, { params, body }) => {
+        const { created, ...row } = await putSlot(db, developer(req), params.name, body);
         res.status(created ? 201 : 200).json(formatSlot(row));
       },
     }),
     route({
       method: 'get', path: '/v1/model_slots/:name', surface: slots, summary: 'Retrieve a model slot', access: read,
-      handler: async (req, res) => {
-        res.json(formatSlot(await getSlot(db, developer(req), name(req))));
+      handle: async (req, res, { params }) => {
+        res.json(formatSlot(await getSlot(db, developer(req), params.name)));
       },
     }),
     route({
       method: 'delete', path: '/v1/model_slots/:name', surface: slots, summary: 'Delete a model slot', access: write,
-      handler: async (req, res) => {
-        res.json(await removeSlot(db, developer(req), name(req)));
+      handle: async (req, res, { params }) => {
+        res.json(await removeSlot(db, developer(req), params.name));
       },
     }),
     route({
@@ -52,21 +51,21 @@ export function modelDefinitionRoutes(platform: GatewayServices): RouteDefinitio
     }),
     route({
       method: 'put', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Create (201) or replace (200) a dynamic profile', access: write, input: { body: profileBody, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        const { created, ...row } = await putProfile(db, developer(req), name(req), body);
+      handle: async (req, res, { params, body }) => {
+        const { created, ...row } = await putProfile(db, developer(req), params.name, body);
         res.status(created ? 201 : 200).json(formatProfile(row));
       },
     }),
     route({
       method: 'get', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Retrieve a dynamic profile', access: read,
-      handler: async (req, res) => {
-        res.json(formatProfile(await getProfile(db, developer(req), name(req))));
+      handle: async (req, res, { params }) => {
+        res.json(formatProfile(await getProfile(db, developer(req), params.name)));
       },
     }),
     route({
       method: 'delete', path: '/v1/dynamic_profiles/:name', surface: profiles, summary: 'Delete a dynamic profile', access: write,
-      handler: async (req, res) => {
-        res.json(await removeProfile(db, developer(req), name(req)));
+      handle: async (req, res, { params }) => {
+        res.json(await removeProfile(db, developer(req), params.name));
       },
     }),
   ];

@@ -10,7 +10,7 @@ export function modelRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'get', path: '/v1/models', surface: 'models', summary: 'List the model catalog', access: developerKey('api:read'),
-      handler: (_req, res) => {
+      handle: (_req, res) => {
         const configured = new Set(platform.providers.configured);
         res.json({
           object: 'list',

@@ -16,16 +16,13 @@ export function packRoutes(platform: GatewayServices): RouteDefinition[] {
   const write = developerKey('api:write');
   const read = developerKey('api:read');
   const account = (req: Request) => principalOf(req).accountId;
-  const pack = (req: Request) => String(req.params.packId);
-  const brain = (req: Request) => String(req.params.id);
-  const mount = (req: Request) => String(req.params.mountId);
   const enabled = platform.config.SVC_BRAINS_ENABLED && platform.config.SVC_BRAIN_PACKS_ENABLED;
 
   const routes: RouteDefinition[] = [
     route({
       method: 'post', path: '/v1/brains/:id/publish', surface, summary: "Publish the brain's native rows as the next version of its pack (created by the first publish)", access: write,
       input: { body: publishBody },
-      handle: async (req, res, { body }) => res.json(await publish(platform, account(req), brain(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await publish(platform, account(req), params.id, body)),
     }),
     route({
       method: 'get', path: '/v1/packs', surface, summary: 'Packs you own or hold through a grant', access: read,
@@ -34,42 +31,42 @@ export function packRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/packs/:packId', surface, summary: 'A pack with its versions', access: read,
-      handle: async (req, res) => res.json(await getPack(platform, account(req), pack(req))),
+      handle: async (req, res, { params }) => res.json(await getPack(platform, account(req), params.packId)),
     }),
     route({
       method: 'delete', path: '/v1/packs/:packId', surface, summary: 'Retire a pack (owner only): no new mounts; reference mounts keep reading', access: write,
-      handle: async (req, res) => res.json(await retirePack(platform, account(req), pack(req))),
+      handle: async (req, res, { params }) => res.json(await retirePack(platform, account(req), params.packId)),
     }),
     route({
       method: 'get', path: '/v1/packs/:packId/grants', surface, summary: "A pack's grants (owner only)", access: read,
-      handle: async (req, res) => res.json(await listGrants(platform, account(req), pack(req))),
+      handle: async (req, res, { params }) => res.json(await listGrants(platform, account(req), params.packId)),
     }),
     route({
       method: 'post', path: '/v1/packs/:packId/grants', surface, summary: 'Grant another account the pack (owner only): it may materialize it', access: write,
       input: { body: grantBody },
-      handle: async (req, res, { body }) => res.json(await grantPack(platform, account(req), pack(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await grantPack(platform, account(req), params.packId, body)),
     }),
     route({
       method: 'delete', path: '/v1/packs/:packId/grants/:granteeId', surface, summary: 'Revoke a grant (owner only): no new mounts from that account', access: write,
-      handle: async (req, res) => res.json(await revokeGrant(platform, account(req), pack(req), String(req.params.granteeId))),
+      handle: async (req, res, { params }) => res.json(await revokeGrant(platform, account(req), params.packId, params.granteeId)),
     }),
     route({
       method: 'post', path: '/v1/brains/:id/mounts', surface, summary: 'Mount a pack version into the brain as a read-only base layer (reference, or a materialized copy)', access: write,
       input: { body: mountBody },
-      handle: async (req, res, { body }) => res.json(await createMount(platform, account(req), brain(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await createMount(platform, account(req), params.id, body)),
     }),
     route({
       method: 'get', path: '/v1/brains/:id/mounts', surface, summary: "The brain's mounts", access: read,
-      handle: async (req, res) => res.json(await listMounts(platform, account(req), brain(req))),
+      handle: async (req, res, { params }) => res.json(await listMounts(platform, account(req), params.id)),
     }),
     route({
       method: 'patch', path: '/v1/brains/:id/mounts/:mountId', surface, summary: 'Move a mount to another version (re-point, or re-materialize atomically) and or set follow_latest', access: write,
       input: { body: patchMountBody },
-      handle: async (req, res, { body }) => res.json(await updateMount(platform, account(req), brain(req), mount(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await updateMount(platform, account(req), params.id, params.mountId, body)),
     }),
     route({
       method: 'delete', path: '/v1/brains/:id/mounts/:mountId', surface, summary: "Unmount: a materialized copy is erased; a reference pin is released", access: write,
-      handle: async (req, res) => res.json(await deleteMount(platform, account(req), brain(req), mount(req))),
+      handle: async (req, res, { params }) => res.json(await deleteMount(platform, account(req), params.id, params.mountId)),
     }),
   ];
   // Off, the same paths answer 404 resource_not_found (the spec's answer for packs that are not there).

@@ -16,14 +16,14 @@ export function systemRoutes(platform: GatewayServices, mounted: () => readonly 
     // Always 200 while this process answers; `status` and each check say what is degraded.
     route({
       method: 'get', path: '/v1/health', surface, summary: 'Reachability of PostgreSQL, Redis, Temporal and the workers', access: PUBLIC,
-      handler: async (_req, res) => {
+      handle: async (_req, res) => {
         res.setHeader('Cache-Control', 'no-store');
         res.json(await checkHealth(platform));
       },
     }),
     route({
       method: 'get', path: '/v1/compatibility', surface, summary: 'The wire formats this gateway mirrors, and which are available', access: PUBLIC,
-      handler: (_req, res) => {
+      handle: (_req, res) => {
         compatibility ??= { object: 'compatibility', api_version: 'v1', surfaces: compatibleSurfaces(mounted()) };
         res.setHeader('Cache-Control', 'public, max-age=300');
         res.json(compatibility);
@@ -31,7 +31,7 @@ export function systemRoutes(platform: GatewayServices, mounted: () => readonly 
     }),
     route({
       method: 'get', path: '/v1/openapi.json', surface, summary: 'This OpenAPI 3.1 description, generated from the mounted routes', access: PUBLIC,
-      handler: (_req, res) => {
+      handle: (_req, res) => {
         openapi ??= openApiDocument(mounted(), version);
         res.setHeader('Cache-Control', 'public, max-age=300');
         res.json(openapi);

@@ -51,9 +51,6 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
   const write = developerKey('api:write');
   const read = developerKey('api:read');
   const developer = (req: Request) => principalOf(req).accountId;
-  const store = (req: Request) => String(req.params.id);
-  const file = (req: Request) => String(req.params.fileId);
-  const batch = (req: Request) => String(req.params.batchId);
   const passphrase = (req: Request) => req.get('svc-vector-store-key') || undefined;
 
   /** The caller of a write that may embed: its payer, and the customer Svc-Customer names. */
@@ -81,96 +78,96 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id', surface, summary: 'Retrieve a vector store', access: read,
-      handle: async (req, res) => res.json(await getVectorStore(platform, developer(req), store(req))),
+      handle: async (req, res, { params }) => res.json(await getVectorStore(platform, developer(req), params.id)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id', surface, summary: 'Modify a vector store', access: write,
       input: { body: updateVectorStoreBody },
-      handle: async (req, res, { body }) => res.json(await updateVectorStore(platform, developer(req), store(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await updateVectorStore(platform, developer(req), params.id, body)),
     }),
     route({
       method: 'delete', path: '/v1/vector_stores/:id', surface, summary: 'Delete a vector store (its content is removed by a workflow)', access: write,
-      handle: async (req, res) => res.json(await deleteVectorStore(platform, developer(req), store(req))),
+      handle: async (req, res, { params }) => res.json(await deleteVectorStore(platform, developer(req), params.id)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/unlock', surface, summary: "Lease a byok store's key for ttl_seconds", access: write,
       input: { body: unlockBody },
-      handle: async (req, res, { body }) => res.json(await unlockVectorStore(platform, developer(req), store(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await unlockVectorStore(platform, developer(req), params.id, body)),
     }),
     route({
       method: 'delete', path: '/v1/vector_stores/:id/unlock', surface, summary: "End a byok store's lease now", access: write,
-      handle: async (req, res) => res.json(await lockVectorStore(platform, developer(req), store(req))),
+      handle: async (req, res, { params }) => res.json(await lockVectorStore(platform, developer(req), params.id)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/search', surface, summary: 'Search a vector store (vector and full-text, fused)',
       access: metered('api:read', null), input: { body: searchBody },
-      handle: async (req, res, { body }) => {
+      handle: async (req, res, { params, body }) => {
         const call = meteredCallOf(req);
         const searcher: VectorStoreCaller = { developerId: call.developerId, payerAccountId: call.payerAccountId, customerId: call.customer?.id ?? null, passphrase: passphrase(req) };
-        res.json(await searchVectorStore(platform, searcher, call, store(req), body));
+        res.json(await searchVectorStore(platform, searcher, call, params.id, body));
       },
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files', surface, summary: 'Attach a file (its ingest is queued)', access: write,
       input: { body: attachFileBody },
-      handle: async (req, res, { body }) => res.json(await attachFile(platform, await caller(req), store(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await attachFile(platform, await caller(req), params.id, body)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/files', surface, summary: "List a vector store's files", access: read,
       input: { query: fileListQuery },
-      handle: async (req, res, { query }) => res.json(await listStoreFiles(platform, developer(req), store(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listStoreFiles(platform, developer(req), params.id, query)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: 'Retrieve a vector store file', access: read,
-      handle: async (req, res) => res.json(await getStoreFile(platform, developer(req), store(req), file(req))),
+      handle: async (req, res, { params }) => res.json(await getStoreFile(platform, developer(req), params.id, params.fileId)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: "Update a vector store file's attributes", access: write,
       input: { body: updateFileBody },
-      handle: async (req, res, { body }) => res.json(await updateStoreFile(platform, developer(req), store(req), file(req), body.attributes)),
+      handle: async (req, res, { params, body }) => res.json(await updateStoreFile(platform, developer(req), params.id, params.fileId, body.attributes)),
     }),
     route({
       method: 'delete', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: 'Detach a file (the uploaded file stays)', access: write,
-      handle: async (req, res) => res.json(await detachStoreFile(platform, developer(req), store(req), file(req))),
+      handle: async (req, res, { params }) => res.json(await detachStoreFile(platform, developer(req), params.id, params.fileId)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/files/:fileId/content', surface, summary: "A vector store file's parsed text, chunk by chunk", access: read,
-      handle: async (req, res) => res.json(await storeFileContent(platform, { ...(await caller(req)), customerId: null }, store(req), file(req))),
+      handle: async (req, res, { params }) => res.json(await storeFileContent(platform, { ...(await caller(req)), customerId: null }, params.id, params.fileId)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files/:fileId/cancel', surface, summary: "Cancel a file's ingest", access: write,
-      handle: async (req, res) => res.json(await cancelStoreFile(platform, developer(req), store(req), file(req))),
+      handle: async (req, res, { params }) => res.json(await cancelStoreFile(platform, developer(req), params.id, params.fileId)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files/:fileId/retry', surface, summary: 'Ingest a failed or cancelled file again', access: write,
-      handle: async (req, res) => res.json(await retryStoreFile(platform, await caller(req), store(req), file(req))),
+      handle: async (req, res, { params }) => res.json(await retryStoreFile(platform, await caller(req), params.id, params.fileId)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/file_batches', surface, summary: 'Attach up to 500 files at once', access: write,
       input: { body: fileBatchBody },
-      handle: async (req, res, { body }) => res.json(await createFileBatch(platform, await caller(req), store(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await createFileBatch(platform, await caller(req), params.id, body)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/file_batches/:batchId', surface, summary: 'Retrieve a file batch', access: read,
-      handle: async (req, res) => res.json(await getFileBatch(platform, developer(req), store(req), batch(req))),
+      handle: async (req, res, { params }) => res.json(await getFileBatch(platform, developer(req), params.id, params.batchId)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/file_batches/:batchId/cancel', surface, summary: "Cancel a file batch's unfinished files", access: write,
-      handle: async (req, res) => res.json(await cancelFileBatch(platform, developer(req), store(req), batch(req))),
+      handle: async (req, res, { params }) => res.json(await cancelFileBatch(platform, developer(req), params.id, params.batchId)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/file_batches/:batchId/files', surface, summary: "List a file batch's files", access: read,
       input: { query: fileListQuery },
-      handle: async (req, res, { query }) => res.json(await listFileBatchFiles(platform, developer(req), store(req), batch(req), query)),
+      handle: async (req, res, { params, query }) => res.json(await listFileBatchFiles(platform, developer(req), params.id, params.batchId, query)),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/migrate', surface, summary: 'Re-embed the store with another model, blue-green (a Temporal workflow)', access: write,
       input: { body: migrateBody },
-      handle: async (req, res, { body }) => res.json(await startMigration(platform, await caller(req), store(req), body)),
+      handle: async (req, res, { params, body }) => res.json(await startMigration(platform, await caller(req), params.id, body)),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/migrations/:migrationId', surface, summary: 'Retrieve a migration and its progress', access: read,
-      handle: async (req, res) => res.json(await getMigration(platform, developer(req), store(req), String(req.params.migrationId))),
+      handle: async (req, res, { params }) => res.json(await getMigration(platform, developer(req), params.id, params.migrationId)),
     }),
   ];
 }

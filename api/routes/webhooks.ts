@@ -22,7 +22,6 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
   const { db } = platform;
   const access: RouteAccess = { kind: 'developer_key', scope: 'api:webhooks' };
   const developer = (req: Request) => principalOf(req).accountId;
-  const id = (req: Request) => String(req.params.id);
   const surface = 'webhooks';
   return [
     route({
@@ -40,45 +39,45 @@ export function webhookRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/webhooks/:id', surface, summary: 'Retrieve a webhook endpoint', access,
-      handler: async (req, res) => {
-        res.json(formatEndpoint(await getEndpoint(db, developer(req), id(req))));
+      handle: async (req, res, { params }) => {
+        res.json(formatEndpoint(await getEndpoint(db, developer(req), params.id)));
       },
     }),
     route({
       method: 'patch', path: '/v1/webhooks/:id', surface, summary: 'Update, pause or re-enable a webhook endpoint', access, input: { body: WEBHOOK_BODIES.patch },
-      handle: async (req, res, { body }) => {
-        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), id(req), body)));
+      handle: async (req, res, { params, body }) => {
+        res.json(formatEndpoint(await updateEndpoint(platform, developer(req), params.id, body)));
       },
     }),
     route({
       method: 'delete', path: '/v1/webhooks/:id', surface, summary: 'Delete a webhook endpoint', access, response: { status: 204, contentType: '', description: 'Deleted' },
-      handler: async (req, res) => {
-        await deleteEndpoint(db, developer(req), id(req));
+      handle: async (req, res, { params }) => {
+        await deleteEndpoint(db, developer(req), params.id);
         res.status(204).end();
       },
     }),
     route({
       method: 'post', path: '/v1/webhooks/:id/rotate_secret', surface, summary: 'Rotate the signing secret (the old one verifies during the grace period)', access, input: { body: WEBHOOK_BODIES.rotate, bodyOptional: true },
-      handle: async (req, res, { body }) => {
-        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), id(req), body), { withSecret: true }));
+      handle: async (req, res, { params, body }) => {
+        res.json(formatEndpoint(await rotateEndpointSecret(db, developer(req), params.id, body), { withSecret: true }));
       },
     }),
     route({
       method: 'post', path: '/v1/webhooks/:id/test', surface, summary: 'Send a test event to the endpoint', access,
-      handler: async (req, res) => {
-        res.json(formatDelivery(await sendTestEvent(platform, developer(req), id(req))));
+      handle: async (req, res, { params }) => {
+        res.json(formatDelivery(await sendTestEvent(platform, developer(req), params.id)));
       },
     }),
     route({
       method: 'get', path: '/v1/webhooks/:id/deliveries', surface, summary: "List an endpoint's deliveries", access, input: { query: deliveryListQuery },
-      handle: async (req, res, { query }) => {
-        res.json(await listEndpointDeliveries(db, developer(req), id(req), query));
+      handle: async (req, res, { params, query }) => {
+        res.json(await listEndpointDeliveries(db, developer(req), params.id, query));
       },
     }),
     route({
       method: 'post', path: '/v1/webhooks/:id/deliveries/:deliveryId/retry', surface, summary: 'Deliver a failed delivery again', access,
-      handler: async (req, res) => {
-        res.json(formatDelivery(await retryDelivery(platform, developer(req), id(req), String(req.params.deliveryId))));
+      handle: async (req, res, { params }) => {
+        res.json(formatDelivery(await retryDelivery(platform, developer(req), params.id, params.deliveryId)));
       },
     }),
     // The second reference form of registration: its documented errors are 401 invalid_api_key and 400 invalid_url.

@@ -1,6 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { Db, Queryable } from '../db/pool.js';
+import { z } from 'zod';
 import { serviceError } from '../errors.js';
+import { refuse } from '../validation.js';
 import { newId } from '../ids.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import * as repo from './repository.js';
@@ -14,11 +16,18 @@ export type UploadPurpose = (typeof UPLOAD_PURPOSES)[number];
 
 export const newFileId = (): string => newId('file_');
 
-export function parsePurpose(value: string | undefined): UploadPurpose {
-  if (value === undefined || value === '') throw serviceError('missing_purpose', { param: 'purpose' });
-  if (!(UPLOAD_PURPOSES as readonly string[]).includes(value)) throw serviceError('invalid_purpose', { param: 'purpose' });
-  return value as UploadPurpose;
-}
+/** An upload's text fields: purpose is checked as it arrives, before the file's bytes are read. */
+export const uploadFields = z.object({
+  purpose: z
+    .string()
+    .optional()
+    .transform((value, ctx): UploadPurpose => {
+      if (value === undefined || value === '') return refuse(ctx, 'missing_purpose');
+      if (!(UPLOAD_PURPOSES as readonly string[]).includes(value)) return refuse(ctx, 'invalid_purpose');
+      return value as UploadPurpose;
+    })
+    .describe(`What the file is for: ${UPLOAD_PURPOSES.join(', ')}.`),
+});
 
 /** An upload's bytes, already in storage under the file id, before its row exists. */
 export interface StoredUpload extends StoredObject {
@@ -37,21 +46,21 @@ export async function storeUpload(storage: FileStorage, id: string, stream: Read
 }
 
 /**
- * Records an upload whose bytes are stored: the purpose and file part are checked here (the body
- * may carry them in any order), and refused bytes are removed again.
+ * Records an upload whose bytes are stored under its id (its purpose already parsed with
+ * uploadFields); bytes refused here are removed again.
  */
 export async function recordUpload(
   db: Db,
   storage: FileStorage,
   developerId: string,
-  upload: { fields: Record<string, string>; file?: StoredUpload; fileWithoutName: boolean },
+  upload: { purpose: UploadPurpose; file: StoredUpload | undefined; fileWithoutName: boolean },
 ): Promise<repo.FileRow> {
+  const { purpose, file } = upload;
+  if (!file) throw upload.fileWithoutName ? serviceError('missing_filename', { param: 'file' }) : serviceError('missing_file', { param: 'file' });
   try {
-    const purpose = parsePurpose(upload.fields.purpose);
-    if (!upload.file) throw upload.fileWithoutName ? serviceError('missing_filename', { param: 'file' }) : serviceError('missing_file', { param: 'file' });
-    return await repo.insertFile(db, developerId, { id: upload.file.id, purpose, filename: upload.file.filename, bytes: upload.file.bytes, sha256: upload.file.sha256, storageKey: upload.file.id });
+    return await repo.insertFile(db, developerId, { id: file.id, purpose, filename: file.filename, bytes: file.bytes, sha256: file.sha256, storageKey: file.id });
   } catch (error) {
-    if (upload.file) await storage.delete(upload.file.id);
+    await storage.delete(file.id);
     throw error;
   }
 }

@@ -4,7 +4,7 @@ import { serviceError, ServiceError } from '../errors.js';
 import type { FileStorage } from '../files/storage.js';
 import type { ChatMessage } from '../providers/types.js';
 import { resolutionContextFor } from '../models/definitions.js';
-import { parseChatInput, planChat, type ChatInput, type ChatTarget } from './chat.js';
+import { planChat, type ChatInput, type ChatTarget } from './chat.js';
 import { MeteredChatStream } from './chat-stream.js';
 import { completeChat, type CompletedChat } from './complete-chat.js';
 import { resolveFileParts } from './file-parts.js';
@@ -13,11 +13,14 @@ import { messageTexts, moderateInline, moderates } from './moderations.js';
 import { translateUpstream, UPSTREAM_DEADLINES_MS } from './upstream-call.js';
 
 /**
- * POST /v1/chat/completions as the domain answers it: the body parsed, its file references
- * resolved, every model reference planned; then a completion (through the cascade, replayed for
+ * POST /v1/chat/completions as the domain answers it, given its body as parseChatInput read it:
+ * its file references resolved, every model reference planned; then a completion (through the cascade, replayed for
  * a repeated idempotency-key) or a stream for the route to relay. The route only formats.
  */
 export interface ChatRequestContext {
+  /** The body as parseChatInput read it. */
+  input: ChatInput;
+  /** The body as sent: a repeated idempotency-key must come with the same one. */
   body: unknown;
   idempotencyKey: string | undefined;
   /** Aborts the upstream call when the client leaves. */
@@ -40,7 +43,7 @@ export interface ChatStores {
 }
 
 export async function answerChat(platform: GatewayServices, stores: ChatStores, call: MeteredCall, request: ChatRequestContext): Promise<ChatAnswer> {
-  const input = parseChatInput(request.body, { idempotencyKey: request.idempotencyKey });
+  const { input } = request;
   input.messages = await resolveFileParts(platform.db, stores.files, call.developerId, input.messages);
   if (request.augment) input.messages = await request.augment(input.messages);
   const targets = await planChat(input, resolutionContextFor(platform, call.developerId), platform.providers);

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError } from '../errors.js';
-import { parseWith } from '../validation.js';
 import type { CatalogModel } from '../models/catalog.js';
 import { parseModelRef, resolveModelRef } from '../models/refs.js';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -35,8 +34,8 @@ export interface TranscriptionPlan {
   maxCostMicros: number;
 }
 
-export async function planTranscription(raw: Record<string, string>, hasFile: boolean, providers: ProviderRegistry): Promise<TranscriptionPlan> {
-  const fields = parseWith(transcriptionFields, raw);
+/** Plans a transcription from its form fields, parsed with transcriptionFields (the route builder does). */
+export async function planTranscription(fields: z.output<typeof transcriptionFields>, hasFile: boolean, providers: ProviderRegistry): Promise<TranscriptionPlan> {
   if (!fields.model) throw serviceError('missing_model', { param: 'model' });
   if (!hasFile) throw serviceError('missing_file', { param: 'file' });
   const { model } = await resolveModelRef(parseModelRef(fields.model), { slot: async () => undefined, dynamic: async () => undefined });
