@@ -11,7 +11,7 @@
  * other texts of the same topics. The gateway's services, the ingest consumers and the search
  * run in this process; the emulator runs in its own, as an upstream would.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Worker } from 'bullmq';
@@ -37,6 +37,7 @@ import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumer
 import { stopChild } from '../scripts/lib/local-services.js';
 import { CHUNK_WORDS, documentText, makeCorpus, mulberry32, quantile, TOPICS, type Corpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
+import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
 import { goal, table, type Row } from './support/report.js';
 
 const SECTION = 'vector-stores';
@@ -406,7 +407,9 @@ async function measureIngest(
   }
 
   const cpuBefore = process.cpuUsage();
-  const emulatorCpuBefore = cpuSecondsOf(emulatorPid);
+  const emulatorCpuBefore = processCpuSeconds(emulatorPid) ?? 0;
+  const postgresCpuBefore = commandCpuSeconds('postgres') ?? 0;
+  const machineBefore = machineCpuTicks();
   const started = performance.now();
   await attachFiles(platform, caller, store, fileIds.map((id) => ({ file_id: id })), { batchId: null });
   let counts: { pending: number; completed: number; failed: number; chunks: number };
@@ -429,7 +432,10 @@ async function measureIngest(
   }
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
-  const emulatorCpu = cpuSecondsOf(emulatorPid) - emulatorCpuBefore;
+  const emulatorCpu = (processCpuSeconds(emulatorPid) ?? 0) - emulatorCpuBefore;
+  const postgresCpu = (commandCpuSeconds('postgres') ?? 0) - postgresCpuBefore;
+  const machineAfter = machineCpuTicks();
+  const machineBusy = machineBefore && machineAfter ? (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) : undefined;
   const chunksPerSecond = counts.chunks / seconds;
   return {
     chunksPerSecond,
@@ -443,20 +449,12 @@ async function measureIngest(
       'MB/s': (bytes / 1e6 / seconds).toFixed(2),
       'gateway CPU s': ((cpu.user + cpu.system) / 1e6).toFixed(1),
       'emulator CPU s': emulatorCpu.toFixed(1),
+      'PostgreSQL CPU s': postgresCpu.toFixed(1),
+      'machine busy': machineBusy === undefined ? '' : `${Math.round(machineBusy * 100)} %`,
     },
   };
 }
 
-/** CPU seconds a process has used (user + system, from /proc/<pid>/stat). */
-function cpuSecondsOf(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
 
 // ---- exact search and recall ------------------------------------------------------------------------
 
