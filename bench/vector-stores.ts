@@ -338,8 +338,8 @@ async function loadStore(
     let build: SearchStore['build'];
     if (!sealed) {
       const buildStarted = performance.now();
-      await repo.createSpaceIndex(client, store.id, space, DIMS);
-      build = { what: `HNSW m ${repo.HNSW.m}, ef_construction ${repo.HNSW.efConstruction}`, seconds: (performance.now() - buildStarted) / 1000 };
+      await repo.createSpaceIndex(client, store.row, space, DIMS);
+      build = { what: `HNSW m ${repo.HNSW.m}, ef_construction ${repo.HNSW.efConstruction}, ${store.row.hnsw_precision} precision`, seconds: (performance.now() - buildStarted) / 1000 };
     }
     await client.query('RESET maintenance_work_mem');
     // What autovacuum would do in the next minutes (and would otherwise do during the searches):

@@ -4,7 +4,7 @@ import { creditDeveloperWallet } from '../shared/accounts/accounts.js';
 import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { blindTerms, sealText, sealVector, textAad, vectorAad } from '../shared/vector-stores/crypto.js';
 import { rebuildIvf } from '../shared/vector-stores/ivf.js';
-import { findStoreById, partitionOf } from '../shared/vector-stores/repository.js';
+import { createSpaceIndex, findStoreById, partitionOf } from '../shared/vector-stores/repository.js';
 import { nearestByVector } from '../shared/vector-stores/search.js';
 import { sweepVectorStores } from '../shared/vector-stores/sweep.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
@@ -110,6 +110,32 @@ describe('through the official openai SDK', () => {
     expect(strong.length).toBeGreaterThan(0);
     expect(strong.length).toBeLessThan(all.length);
     expect(strong.every((result: { score: number }) => result.score >= threshold)).toBe(true);
+  });
+
+  it('searches through the HNSW graph in the precision it was built with: half for new stores, single for stores built before', async () => {
+    const store = await createStore({ name: 'Precision' });
+    for (const [name, content] of Object.entries(DOCUMENTS)) await attachAndWait(store.id, name, content);
+    const db = gateway.platform.db;
+    const graph = async () => (await db.query(`SELECT indexname, indexdef FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%hnsw%'`, [partitionOf(store.id)])).rows[0];
+    const scans = async (index: string) => Number((await db.query(`SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = $1`, [index])).rows[0]?.idx_scan ?? 0);
+    const searchedThroughGraph = async () => {
+      const { indexname } = await graph();
+      const before = await scans(indexname);
+      const page = (await post(`/v1/vector_stores/${store.id}/search`, { query: 'how do I reset my password', max_num_results: 2 })).body;
+      expect(page.data[0].filename).toBe('passwords.md');
+      await pollUntil(() => scans(indexname), (after) => after > before, { context: () => `a scan of ${indexname}` });
+    };
+    expect((await graph()).indexdef).toContain('halfvec(1536)');
+    await searchedThroughGraph();
+
+    // A store from before migration 033: its graph over vector(1536), and its row saying so.
+    const { indexname } = await graph();
+    await db.query(`DROP INDEX ${indexname}`);
+    await db.query(`UPDATE vector_stores SET hnsw_precision = 'single' WHERE id = $1`, [store.id]);
+    await createSpaceIndex(db, { id: store.id, hnsw_precision: 'single' }, 1, 1536);
+    expect((await graph()).indexdef).toContain('vector(1536)');
+    expect((await graph()).indexdef).not.toContain('halfvec');
+    await searchedThroughGraph();
   });
 
   it('filters results on file attributes (eq, in, numeric ranges, compound)', async () => {

@@ -121,7 +121,7 @@ async function keysFor(platform: GatewayServices, store: repo.VectorStoreRow, wr
 export async function prepareMigration(platform: GatewayServices, id: string): Promise<{ running: boolean; chunksTotal: number }> {
   const { migration, store } = await migrationOf(platform, id);
   if (migration.status !== 'in_progress' || store.state !== 'active') return { running: false, chunksTotal: 0 };
-  if (searchIndexOf(store) === 'hnsw') await repo.createSpaceIndex(platform.db, store.id, migration.to_space, migration.to_dimensions);
+  if (searchIndexOf(store) === 'hnsw') await repo.createSpaceIndex(platform.db, store, migration.to_space, migration.to_dimensions);
   return { running: true, chunksTotal: await repo.copyMissingChunks(platform.db, migration) };
 }
 

@@ -76,7 +76,8 @@ export async function nearestByVector(platform: GatewayServices, store: repo.Vec
   const partition = repo.partitionOf(store.id);
   const space = Number(store.active_space);
   if (index === 'hnsw' || (index === 'flat' && store.vector_sealing !== 'full')) {
-    const { cast } = repo.vectorCast(store.dimensions);
+    // The HNSW graph is searched in its own precision; a flat plaintext store is scored exactly.
+    const { cast } = index === 'hnsw' ? repo.hnswCast(store, store.dimensions) : repo.vectorCast(store.dimensions);
     const params = [...filterParams, toSql(vector), limit];
     const sql = `SELECT c.file_id, c.chunk_index FROM ${partition} c
        JOIN vector_store_files f ON f.vector_store_id = '${store.id}' AND f.file_id = c.file_id AND f.status = 'completed'
