@@ -201,6 +201,46 @@ describe('run states', () => {
     // The thread is free again.
     expect((await post(`/v1/threads/${expiring.thread.id}/messages`, { role: 'user', content: 'hello again' })).status).toBe(200);
   }, 60_000);
+
+  it('fits the thread into max_prompt_tokens by leaving out its oldest messages, and ends incomplete when even the latest does not fit', async () => {
+    const assistant = await client.beta.assistants.create({ model: MODEL, instructions: 'Answer briefly.' });
+    const paragraph = (topic: string) => `${topic}: ${Array.from({ length: 60 }, (_, i) => `${topic.toLowerCase()}${i}`).join(' ')}.`;
+    const topics = ['Harbours', 'Glaciers', 'Orchards', 'Railways', 'Lighthouses', 'Vineyards'];
+    const thread = await client.beta.threads.create({ messages: topics.map((topic) => ({ role: 'user' as const, content: paragraph(topic) })) });
+
+    const whole = await client.beta.threads.runs.createAndPoll(thread.id, { assistant_id: assistant.id, truncation_strategy: { type: 'last_messages', last_messages: 6 } });
+    expect(whole.status).toBe('completed');
+    const fitted = await client.beta.threads.runs.createAndPoll(thread.id, { assistant_id: assistant.id, max_prompt_tokens: 300 });
+    expect(fitted).toMatchObject({ status: 'completed', incomplete_details: null, max_prompt_tokens: 300 });
+    // The upstream was sent a fraction of the thread: its latest messages only.
+    expect(fitted.usage!.prompt_tokens).toBeLessThan(whole.usage!.prompt_tokens / 2);
+    expect(fitted.usage!.prompt_tokens).toBeGreaterThan(0);
+
+    await client.beta.threads.messages.create(thread.id, { role: 'user', content: Array.from({ length: 8 }, () => paragraph('Volcanoes')).join(' ') });
+    const over = await client.beta.threads.runs.createAndPoll(thread.id, { assistant_id: assistant.id, max_prompt_tokens: 256 });
+    expect(over).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_prompt_tokens' }, last_error: null });
+    expect(over.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+    const { rows } = await gateway.platform.db.query(`SELECT data FROM outbox_events WHERE type = 'run.failed' AND data->>'id' = $1`, [over.id]);
+    expect(rows.map((row) => row.data)).toEqual([expect.objectContaining({ status: 'incomplete', incomplete_details: { reason: 'max_prompt_tokens' } })]);
+    expectError(await post(`/v1/threads/${thread.id}/runs/${over.id}/cancel`, {}), 409, 'run_already_completed');
+  });
+
+  it('holds max_completion_tokens over the whole run: an answer cut short by it ends the run incomplete', async () => {
+    const assistant = await client.beta.assistants.create({ model: MODEL });
+    const ends: { status: string; reason: string | null; completion: number }[] = [];
+    for (const question of ['Tell me about harbours.', 'Describe a glacier.', 'What grows in an orchard?', 'How do railways work?', 'Why do lighthouses blink?']) {
+      const thread = await client.beta.threads.create({ messages: [{ role: 'user', content: question }] });
+      const run = await client.beta.threads.runs.createAndPoll(thread.id, { assistant_id: assistant.id, max_completion_tokens: 16 });
+      ends.push({ status: run.status, reason: run.incomplete_details?.reason ?? null, completion: run.usage!.completion_tokens });
+      const reply = (await client.beta.threads.messages.list(thread.id)).data.find((message) => message.role === 'assistant');
+      expect(reply, 'the cut answer is still posted').toBeDefined();
+    }
+    // The emulator answers 12 to 40 tokens unless told fewer: most of these are cut at 16.
+    for (const end of ends) expect(end.completion).toBeLessThanOrEqual(16);
+    expect(ends.filter((end) => end.status === 'incomplete').every((end) => end.reason === 'max_completion_tokens')).toBe(true);
+    expect(ends.some((end) => end.status === 'incomplete')).toBe(true);
+    expect(ends.every((end) => end.status === 'incomplete' || end.status === 'completed')).toBe(true);
+  });
 });
 
 describe('client tokens', () => {

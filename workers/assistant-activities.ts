@@ -9,7 +9,7 @@ export function createAssistantActivities(platform: GatewayServices) {
     // A dead step is noticed within a second or two of heartbeats.
     runModelStep: (runId: string, stepIndex: number) => heartbeating(1_000, () => runModelStep(platform, runId, stepIndex)),
     afterRequiresAction: (runId: string) => afterRequiresAction(platform, runId),
-    finishRun: (runId: string, outcome: 'completed' | 'failed' | 'cancelled' | 'expired', error: { code: string; message: string } | undefined) => finishRun(platform, runId, outcome, error),
+    finishRun: (runId: string, outcome: 'completed' | 'failed' | 'cancelled' | 'expired', error: { code: string; message: string } | undefined) => finishRun(platform, runId, outcome, { ...(error && { error }) }),
   };
 }
 

@@ -198,7 +198,12 @@ export async function threadHistory(q: Queryable, threadId: string, last: number
 
 // ---- runs and steps ---------------------------------------------------------------------------
 
-export type RunStatus = 'queued' | 'in_progress' | 'requires_action' | 'cancelling' | 'cancelled' | 'completed' | 'failed' | 'expired';
+export type RunStatus = 'queued' | 'in_progress' | 'requires_action' | 'cancelling' | 'cancelled' | 'completed' | 'failed' | 'expired' | 'incomplete';
+
+/** Why a run ended incomplete: which of its token budgets ran out. */
+export interface IncompleteDetails {
+  reason: 'max_prompt_tokens' | 'max_completion_tokens';
+}
 export const ACTIVE_RUN_STATUSES: RunStatus[] = ['queued', 'in_progress', 'requires_action', 'cancelling'];
 
 /** Whether a run of the thread is still under way (the thread then takes no new message). */
@@ -230,6 +235,7 @@ export interface RunRow {
   metadata: Record<string, string> | null;
   required_action: RequiredAction | null;
   last_error: { code: string; message: string } | null;
+  incomplete_details: IncompleteDetails | null;
   started_at: Date | null;
   expires_at: Date | null;
   cancelled_at: Date | null;
@@ -243,7 +249,7 @@ export interface RequiredAction {
   submit_tool_outputs: { tool_calls: { id: string; type: 'function'; function: { name: string; arguments: string } }[] };
 }
 
-export type NewRun = Omit<RunRow, 'status' | 'required_action' | 'last_error' | 'started_at' | 'expires_at' | 'cancelled_at' | 'failed_at' | 'completed_at' | 'created_at'>;
+export type NewRun = Omit<RunRow, 'status' | 'required_action' | 'last_error' | 'incomplete_details' | 'started_at' | 'expires_at' | 'cancelled_at' | 'failed_at' | 'completed_at' | 'created_at'>;
 
 export async function insertRun(q: Queryable, run: NewRun): Promise<RunRow> {
   const { rows } = await q.query<RunRow>(
@@ -286,10 +292,10 @@ export async function moveRun(
   id: string,
   from: RunStatus[],
   to: RunStatus,
-  fields: { required_action?: RequiredAction | null; last_error?: { code: string; message: string } | null; expiresInSeconds?: number } = {},
+  fields: { required_action?: RequiredAction | null; last_error?: { code: string; message: string } | null; incomplete_details?: IncompleteDetails; expiresInSeconds?: number } = {},
 ): Promise<RunRow | undefined> {
   const { rows } = await q.query<RunRow>(
-    `UPDATE runs SET status = $3, updated_at = now(),
+    `UPDATE runs SET status = $3, updated_at = now(), incomplete_details = coalesce($9::jsonb, incomplete_details),
        required_action = CASE WHEN $4 THEN $5::jsonb ELSE required_action END,
        last_error = CASE WHEN $6 THEN $7::jsonb ELSE last_error END,
        started_at = CASE WHEN $3 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END,
@@ -298,7 +304,7 @@ export async function moveRun(
        failed_at = CASE WHEN $3 IN ('failed', 'expired') THEN now() ELSE failed_at END,
        completed_at = CASE WHEN $3 = 'completed' THEN now() ELSE completed_at END
      WHERE id = $1 AND status = ANY($2) RETURNING *`,
-    [id, from, to, fields.required_action !== undefined, json(fields.required_action), fields.last_error !== undefined, json(fields.last_error), fields.expiresInSeconds ?? null],
+    [id, from, to, fields.required_action !== undefined, json(fields.required_action), fields.last_error !== undefined, json(fields.last_error), fields.expiresInSeconds ?? null, json(fields.incomplete_details ?? null)],
   );
   return rows[0];
 }

@@ -8,6 +8,7 @@ import { newId } from '../ids.js';
 import { parseChatInput, planChat } from '../inference/chat.js';
 import { completeChat } from '../inference/complete-chat.js';
 import { resolutionContextFor } from '../models/definitions.js';
+import { encodeCl100k } from '../vector-stores/chunking.js';
 import { searchVectorStore } from '../vector-stores/search.js';
 import { publishRunEvents, type RunEvent } from './run-events.js';
 import * as repo from './repository.js';
@@ -60,8 +61,12 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
   if (run.status !== 'in_progress') return { kind: 'stopped' };
   const priorSteps = steps.filter((step) => step.step_index < stepIndex);
 
+  const budget = budgetOf(run, priorSteps);
+  if (budget.completionTokens !== null && budget.completionTokens <= 0) return endIncomplete(platform, run, 'max_completion_tokens');
+  const body = await chatBodyOf(platform, run, priorSteps, budget);
+  if (!body) return endIncomplete(platform, run, 'max_prompt_tokens');
   const call = await meteredCallOf(platform, run);
-  const input = parseChatInput(await chatBodyOf(platform, run, priorSteps), { idempotencyKey: undefined });
+  const input = parseChatInput(body, { idempotencyKey: undefined });
   const targets = await planChat(input, resolutionContextFor(platform, run.developer_id), platform.providers);
   const completed = await completeChat(platform, call, input, targets, { signal: new AbortController().signal, billingKey: `run:${run.id}:${stepIndex}` });
   const choice = completed.body.choices[0]!;
@@ -80,7 +85,10 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
         id: newId('step_'), run_id: run.id, step_index: stepIndex, type: 'message_creation', status: 'completed',
         step_details: { type: 'message_creation', message_creation: { message_id: appended[0]!.id } }, ...usage,
       });
-      return { message: appended[0]!, step: recordedStep, finished: await endRun(client, run.id, 'completed') };
+      // An answer cut short by the run's last completion tokens ends the run incomplete, as OpenAI's do.
+      const spent = choice.finish_reason === 'length' && budget.completionTokens !== null && usage.completion_tokens >= budget.completionTokens;
+      const finished = spent ? await endRun(client, run.id, 'incomplete', { incomplete: { reason: 'max_completion_tokens' } }) : await endRun(client, run.id, 'completed');
+      return { message: appended[0]!, step: recordedStep, finished };
     });
     const formatted = formatMessage(message);
     await publish(platform, run.id, [
@@ -89,7 +97,7 @@ export async function runModelStep(platform: GatewayServices, runId: string, ste
       { event: 'thread.message.delta', data: { id: message.id, object: 'thread.message.delta', delta: { content: (message.content as MessageContentText[]).map((part, index) => ({ index, ...part })) } } },
       { event: 'thread.message.completed', data: formatted },
       { event: 'thread.run.step.completed', data: formatStep(run, step) },
-      ...(finished ? [{ event: 'thread.run.completed', data: formatRun(finished, [...priorSteps, step]) }] : []),
+      ...(finished ? [{ event: `thread.run.${finished.status}`, data: formatRun(finished, [...priorSteps, step]) }] : []),
     ]);
     return { kind: 'message' };
   }
@@ -146,7 +154,7 @@ export async function afterRequiresAction(platform: GatewayServices, runId: stri
   if (run.status === 'in_progress') return 'resumed';
   if (run.status === 'cancelling') return 'cancelling';
   if (run.status === 'requires_action' && run.expires_at && run.expires_at.getTime() <= Date.now()) {
-    await finishRun(platform, runId, 'expired', { code: 'expired', message: 'The run waited 10 minutes for tool outputs.' });
+    await finishRun(platform, runId, 'expired', { error: { code: 'expired', message: 'The run waited 10 minutes for tool outputs.' } });
     return 'expired';
   }
   // Woken early (a stale signal): the outputs have not come and the time has not run out.
@@ -154,21 +162,56 @@ export async function afterRequiresAction(platform: GatewayServices, runId: stri
 }
 
 /** The run's end: its state, its unfinished steps, and run.completed / run.failed / run.cancelled, in one transaction. */
-export async function finishRun(platform: GatewayServices, runId: string, outcome: RunOutcome, error?: { code: string; message: string }): Promise<void> {
-  const finished = await withTransaction(platform.db, (client) => endRun(client, runId, outcome, error));
+export async function finishRun(platform: GatewayServices, runId: string, outcome: RunOutcome, ending: RunEnding = {}): Promise<void> {
+  const finished = await withTransaction(platform.db, (client) => endRun(client, runId, outcome, ending));
   if (finished) await publish(platform, runId, [{ event: `thread.run.${outcome}`, data: formatRun(finished, await repo.stepsOf(platform.db, runId)) }]);
 }
 
-type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'expired';
+type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'expired' | 'incomplete';
 
-/** Inside the caller's transaction: undefined when the run had already ended. */
-async function endRun(client: Queryable, runId: string, outcome: RunOutcome, error?: { code: string; message: string }): Promise<repo.RunRow | undefined> {
-  const finished = await repo.moveRun(client, runId, ['queued', 'in_progress', 'requires_action', 'cancelling'], outcome, { required_action: null, ...(error && { last_error: error }) });
+/** Why a run ended other than completed: its last_error, or which token budget ran out. */
+interface RunEnding {
+  error?: { code: string; message: string };
+  incomplete?: repo.IncompleteDetails;
+}
+
+/**
+ * Inside the caller's transaction: undefined when the run had already ended. The spec's run events
+ * are run.completed, run.failed and run.cancelled: an expired or incomplete run is a run.failed
+ * whose status says which.
+ */
+async function endRun(client: Queryable, runId: string, outcome: RunOutcome, { error, incomplete }: RunEnding = {}): Promise<repo.RunRow | undefined> {
+  const finished = await repo.moveRun(client, runId, ['queued', 'in_progress', 'requires_action', 'cancelling'], outcome, {
+    required_action: null,
+    ...(error && { last_error: error }),
+    ...(incomplete && { incomplete_details: incomplete }),
+  });
   if (!finished) return undefined;
   await repo.closeOpenSteps(client, runId, outcome === 'cancelled' ? 'cancelled' : outcome === 'expired' ? 'expired' : 'failed');
   const type = outcome === 'completed' ? 'run.completed' : outcome === 'cancelled' ? 'run.cancelled' : 'run.failed';
-  await recordEvent(client, finished.developer_id, type, { id: runId, thread_id: finished.thread_id, assistant_id: finished.assistant_id, status: outcome, ...(error && { last_error: error }) });
+  await recordEvent(client, finished.developer_id, type, {
+    id: runId, thread_id: finished.thread_id, assistant_id: finished.assistant_id, status: outcome, ...(error && { last_error: error }), ...(incomplete && { incomplete_details: incomplete }),
+  });
   return finished;
+}
+
+/** A run whose token budget ran out before its next model call ends incomplete. */
+async function endIncomplete(platform: GatewayServices, run: repo.RunRow, reason: repo.IncompleteDetails['reason']): Promise<StepOutcome> {
+  await finishRun(platform, run.id, 'incomplete', { incomplete: { reason } });
+  return { kind: 'stopped' };
+}
+
+/**
+ * What is left of the run's token budgets for its next model call (null: no budget): max_prompt_tokens
+ * and max_completion_tokens hold over the whole run, so every earlier step's usage counts.
+ */
+function budgetOf(run: repo.RunRow, priorSteps: repo.StepRow[]): { promptTokens: number | null; completionTokens: number | null } {
+  const prompt = priorSteps.reduce((sum, step) => sum + step.prompt_tokens, 0);
+  const completion = priorSteps.reduce((sum, step) => sum + step.completion_tokens, 0);
+  return {
+    promptTokens: run.max_prompt_tokens === null ? null : run.max_prompt_tokens - prompt,
+    completionTokens: run.max_completion_tokens === null ? null : run.max_completion_tokens - completion,
+  };
 }
 
 /** Progress for the run's stream followers; a follower that misses it still finds the state in the row. */
@@ -188,25 +231,28 @@ function hasFileSearch(run: repo.RunRow): boolean {
   return (run.tools as { type: string }[]).some((tool) => tool.type === 'file_search');
 }
 
-/** The chat request of one step: instructions, the thread (truncated as the run says), then this run's tool calls and their outputs. */
-async function chatBodyOf(platform: GatewayServices, run: repo.RunRow, priorSteps: repo.StepRow[]): Promise<Record<string, unknown>> {
+/**
+ * The chat request of one step: instructions, the thread (truncated as the run says), then this
+ * run's tool calls and their outputs. Under a prompt budget the oldest thread messages are left out
+ * until the request fits it (counted in cl100k tokens, four more a message for its framing), down
+ * to the latest message; undefined when even that does not fit.
+ */
+async function chatBodyOf(platform: GatewayServices, run: repo.RunRow, priorSteps: repo.StepRow[], budget: { promptTokens: number | null; completionTokens: number | null }): Promise<Record<string, unknown> | undefined> {
   const last = run.truncation_strategy?.type === 'last_messages' ? (run.truncation_strategy.last_messages ?? null) : null;
   const history = await repo.threadHistory(platform.db, run.thread_id, last);
-  const messages: Record<string, unknown>[] = [];
-  if (run.instructions) messages.push({ role: 'system', content: run.instructions });
-  for (const message of history) {
-    messages.push({ role: message.role, content: (message.content as MessageContentText[]).map((part) => part.text.value).join('\n') });
-  }
+  const instructions: Record<string, unknown>[] = run.instructions ? [{ role: 'system', content: run.instructions }] : [];
+  let thread: Record<string, unknown>[] = history.map((message) => ({ role: message.role, content: (message.content as MessageContentText[]).map((part) => part.text.value).join('\n') }));
+  const toolTurns: Record<string, unknown>[] = [];
   for (const step of priorSteps) {
     if (step.step_details.type !== 'tool_calls') continue;
     const calls = step.step_details.tool_calls;
-    messages.push({
+    toolTurns.push({
       role: 'assistant',
       content: null,
       tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: call.type === 'function' ? { name: call.function.name, arguments: call.function.arguments } : { name: FILE_SEARCH_TOOL, arguments: '{}' } })),
     });
     for (const call of calls) {
-      messages.push({ role: 'tool', tool_call_id: call.id, content: call.type === 'function' ? (call.function.output ?? '') : JSON.stringify(call.file_search.results) });
+      toolTurns.push({ role: 'tool', tool_call_id: call.id, content: call.type === 'function' ? (call.function.output ?? '') : JSON.stringify(call.file_search.results) });
     }
   }
   const tools = (run.tools as { type: string; function?: Record<string, unknown> }[]).map((tool) =>
@@ -214,16 +260,38 @@ async function chatBodyOf(platform: GatewayServices, run: repo.RunRow, priorStep
       ? { type: 'function', function: { name: FILE_SEARCH_TOOL, description: "Search the files attached to this assistant and thread for passages relevant to the user's question.", parameters: { type: 'object', properties: { query: { type: 'string' } } } } }
       : { type: 'function', function: tool.function },
   );
+  if (budget.promptTokens !== null) {
+    const fixed = promptTokensOf([...instructions, ...toolTurns]) + (tools.length > 0 ? encodeCl100k(JSON.stringify(tools)).length : 0);
+    const sizes = thread.map((message) => promptTokensOf([message]));
+    let total = fixed + sizes.reduce((sum, size) => sum + size, 0);
+    let first = 0;
+    while (total > budget.promptTokens && first < thread.length - 1) total -= sizes[first++]!;
+    if (total > budget.promptTokens) return undefined;
+    thread = thread.slice(first);
+  }
   return {
     model: run.model,
-    messages,
+    messages: [...instructions, ...thread, ...toolTurns],
     ...(tools.length > 0 && { tools }),
     ...(run.tool_choice !== null && run.tool_choice !== undefined && tools.length > 0 && { tool_choice: toolChoiceOf(run.tool_choice) }),
     ...(run.temperature !== null && { temperature: run.temperature }),
     ...(run.top_p !== null && { top_p: run.top_p }),
-    ...(run.max_completion_tokens !== null && { max_completion_tokens: run.max_completion_tokens }),
+    ...(budget.completionTokens !== null && { max_completion_tokens: budget.completionTokens }),
   };
 }
+
+/** The cl100k tokens of messages as a chat prompt: their content and tool calls, and four a message for the role and framing. */
+function promptTokensOf(messages: Record<string, unknown>[]): number {
+  let tokens = 0;
+  for (const message of messages) {
+    tokens += MESSAGE_FRAMING_TOKENS;
+    if (typeof message.content === 'string') tokens += encodeCl100k(message.content).length;
+    if (message.tool_calls) tokens += encodeCl100k(JSON.stringify(message.tool_calls)).length;
+  }
+  return tokens;
+}
+
+const MESSAGE_FRAMING_TOKENS = 4;
 
 function toolChoiceOf(choice: unknown): unknown {
   if (typeof choice === 'string') return choice;

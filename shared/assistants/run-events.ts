@@ -15,7 +15,7 @@ export interface RunEvent {
 /** Events of a finished run are kept this long for late followers. */
 const KEEP_SECONDS = 3_600;
 const MAX_EVENTS = 2_000;
-const TERMINAL = new Set(['thread.run.completed', 'thread.run.failed', 'thread.run.cancelled', 'thread.run.expired', 'thread.run.requires_action']);
+const TERMINAL = new Set(['thread.run.completed', 'thread.run.failed', 'thread.run.cancelled', 'thread.run.expired', 'thread.run.incomplete', 'thread.run.requires_action']);
 
 const keyOf = (prefix: string, runId: string) => `${prefix}:run-events:${runId}`;
 

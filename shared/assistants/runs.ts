@@ -24,7 +24,7 @@ export const RUN_WORKFLOW = 'assistantRunWorkflow';
 export const TOOL_OUTPUTS_SIGNAL = 'toolOutputs';
 export const CANCEL_RUN_SIGNAL = 'cancelRun';
 const UNIQUE_VIOLATION = '23505';
-const FINISHED: repo.RunStatus[] = ['cancelled', 'completed', 'failed', 'expired'];
+const FINISHED: repo.RunStatus[] = ['cancelled', 'completed', 'failed', 'expired', 'incomplete'];
 
 /** Mirrors workflows/assistant-run.ts. */
 export interface RunWorkflowInput {
@@ -216,7 +216,7 @@ export function formatRun(run: repo.RunRow, steps: repo.StepRow[]) {
     cancelled_at: secondsOrNull(run.cancelled_at),
     failed_at: secondsOrNull(run.failed_at),
     completed_at: secondsOrNull(run.completed_at),
-    incomplete_details: null,
+    incomplete_details: run.incomplete_details,
     model: run.model,
     instructions: run.instructions,
     tools: run.tools,
