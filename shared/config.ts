@@ -228,7 +228,7 @@ const configSchema = z.object({
   /** The chat model graphrag stores extract subject-predicate-object facts with (a typed reference). */
   VECTOR_STORE_FACTS_MODEL: z.string().min(1).default('svc:openai/gpt-4o-mini'),
   /** The HNSW search beam of plaintext stores: wider finds more of the true nearest chunks, slower. */
-  VECTOR_STORE_HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1_000).default(200),
+  VECTOR_STORE_HNSW_EF_SEARCH: z.coerce.number().int().min(10).max(1_000).default(300),
   /** Memory one process may hold opened sealed vectors in (the stores searched most recently stay). */
   VECTOR_STORE_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Chunks embedded in one upstream call during ingest and migration. */
