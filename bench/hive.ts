@@ -32,6 +32,7 @@ import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { mulberry32, quantile, topicText, TOPICS } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
 import { loadMemories, memoryText, nodeTopic } from './support/hive-load.js';
+import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
 import { goal, table } from './support/report.js';
 import { sampleStatements, topStatements } from './support/statement-sampler.js';
 import { latencies } from './support/timing.js';
@@ -207,6 +208,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     const writeTimes: number[] = [];
     let failures = 0;
     const sampler = sampleStatements(db);
+    const cpuBefore = { hive: processCpuSeconds(hiveProcess.pid) ?? 0, postgres: commandCpuSeconds('postgres') ?? 0, bench: process.cpuUsage(), machine: machineCpuTicks() };
     const writesStarted = performance.now();
     await inParallel(writes, options.writeConcurrency, async (body) => {
       const one = performance.now();
@@ -216,6 +218,13 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
       writeTimes.push(performance.now() - one);
     });
     const writeSeconds = (performance.now() - writesStarted) / 1000;
+    const machineAfter = machineCpuTicks();
+    const cpu = {
+      hive: (processCpuSeconds(hiveProcess.pid) ?? 0) - cpuBefore.hive,
+      postgres: (commandCpuSeconds('postgres') ?? 0) - cpuBefore.postgres,
+      bench: (({ user, system }) => (user + system) / 1e6)(process.cpuUsage(cpuBefore.bench)),
+      busy: cpuBefore.machine && machineAfter ? (machineAfter.busy - cpuBefore.machine.busy) / (machineAfter.total - cpuBefore.machine.total) : undefined,
+    };
     const sampled = await sampler.stop();
     const perSecond = (options.writes - failures) / writeSeconds;
     writeTimes.sort((a, b) => a - b);
@@ -226,6 +235,8 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
       'writes/s': Math.round(perSecond),
       'p50 ms': quantile(writeTimes, 0.5).toFixed(1),
       'p95 ms': quantile(writeTimes, 0.95).toFixed(1),
+      'CPU ms a write: hive / PostgreSQL / load': [cpu.hive, cpu.postgres, cpu.bench].map((seconds) => ((seconds * 1000) / options.writes).toFixed(2)).join(' / '),
+      'machine busy': cpu.busy === undefined ? '' : `${Math.round(cpu.busy * 100)} %`,
       'the hive database\'s sessions were busy with': topStatements(sampled, 3),
     }]);
     goal(SECTION, { figure: `remember throughput through the API, ${options.writeConcurrency} concurrent`, target: '≥ 500/s', value: `${Math.round(perSecond)}/s`, met: perSecond >= 500 && failures === 0 });

@@ -121,8 +121,9 @@ export interface NewMemory {
 
 /** Inserts a memory and answers its row as written; undefined when a live memory already holds the identity. */
 export async function insertMemory(db: Queryable, memory: NewMemory, by: Authorship): Promise<Omit<MemoryRow, 'rank'> | undefined> {
-  const { rows } = await db.query<Omit<MemoryRow, 'rank'>>(
-    `WITH m AS (
+  const { rows } = await db.query<Omit<MemoryRow, 'rank'>>({
+    name: 'hive-insert-memory',
+    text: `WITH m AS (
        INSERT INTO hive.memories (id, org_id, node_id, scope, title, title_key, body, kind, pinned,
                                   created_by, created_token, created_source, updated_by, updated_token, updated_source)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $10, $11, $12)
@@ -130,8 +131,8 @@ export async function insertMemory(db: Queryable, memory: NewMemory, by: Authors
        RETURNING *
      )
      SELECT ${MEMORY_COLUMNS} FROM m JOIN hive.nodes n ON n.id = m.node_id`,
-    [memory.id, memory.orgId, memory.nodeId, memory.scope, memory.title, memory.titleKey, memory.body, memory.kind, memory.pinned, by.personId, by.tokenId, by.source],
-  );
+    values: [memory.id, memory.orgId, memory.nodeId, memory.scope, memory.title, memory.titleKey, memory.body, memory.kind, memory.pinned, by.personId, by.tokenId, by.source],
+  });
   return rows[0];
 }
 

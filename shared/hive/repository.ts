@@ -53,13 +53,16 @@ export interface TokenRow {
 
 /** A live token by its hash, with the person it carries (if any). */
 export async function tokenByHash(db: Queryable, hash: Buffer): Promise<TokenRow | undefined> {
-  const { rows } = await db.query<TokenRow>(
-    `SELECT t.id, t.org_id, t.person_id, p.email, t.grant_node_id, t.grant_role,
+  const { rows } = await db.query<TokenRow>({
+    // Named, as the other statements every remember runs are: each connection parses and plans it
+    // once. Parsing and planning were more than half of a remember's database time (bench, 2026-11-27).
+    name: 'hive-token-by-hash',
+    text: `SELECT t.id, t.org_id, t.person_id, p.email, t.grant_node_id, t.grant_role,
             coalesce(p.guardrail_authority, false) AS guardrail_authority, coalesce(p.axiom_authority, false) AS axiom_authority
        FROM hive.tokens t LEFT JOIN hive.people p ON p.id = t.person_id
       WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())`,
-    [hash],
-  );
+    values: [hash],
+  });
   return rows[0];
 }
 
@@ -152,9 +155,11 @@ export interface ReachedNodeRow extends NodeRow {
 export async function reachedNode(db: Queryable, tokenId: string, ref: string): Promise<ReachedNodeRow | undefined> {
   // The one node first (by id, or by name path within the token's organisation), then the
   // token's grants on it or above it: a write's check reads a node and its grants, not the reach.
-  const { rows } = await db.query<ReachedNodeRow>(
-    `WITH grants AS (${TOKEN_GRANTS})
-     SELECT n.*, r.rank
+  const { rows } = await db.query<ReachedNodeRow>({
+    name: 'hive-reached-node',
+    // Columns by name: a prepared statement's result may not change shape under it.
+    text: `WITH grants AS (${TOKEN_GRANTS})
+     SELECT n.id, n.org_id, n.parent_id, n.name, n.depth, n.path, n.name_path, n.created_at, r.rank
        FROM hive.tokens t
        JOIN hive.nodes n ON n.org_id = t.org_id AND (n.id = $2 OR n.name_path = $2)
        CROSS JOIN LATERAL (
@@ -163,8 +168,8 @@ export async function reachedNode(db: Queryable, tokenId: string, ref: string): 
           WHERE gn.org_id = n.org_id AND (gn.id = n.id OR starts_with(n.path, gn.path || '/'))
        ) r
       WHERE t.id = $1 AND t.revoked_at IS NULL AND r.rank IS NOT NULL`,
-    [tokenId, ref],
-  );
+    values: [tokenId, ref],
+  });
   return rows[0];
 }
 

@@ -32,7 +32,7 @@ export async function openWallet(db: Queryable, orgId: string, creditMicros: num
 
 /** The balance; null for an organisation without a wallet (treated as empty). */
 export async function walletBalance(db: Queryable, orgId: string): Promise<bigint | null> {
-  const { rows } = await db.query<{ balance_micros: string }>('SELECT balance_micros FROM hive.wallets WHERE org_id = $1', [orgId]);
+  const { rows } = await db.query<{ balance_micros: string }>({ name: 'hive-wallet-balance', text: 'SELECT balance_micros FROM hive.wallets WHERE org_id = $1', values: [orgId] });
   return rows[0] ? BigInt(rows[0].balance_micros) : null;
 }
 
