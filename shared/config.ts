@@ -243,8 +243,12 @@ const configSchema = z.object({
    */
   ASSISTANT_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(30),
 
-  /** Threads of the CPU pool (cosine scoring, secret scanning); default: cores minus one. */
-  CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(Math.max(1, os.availableParallelism() - 1)),
+  /**
+   * Threads of the CPU pool (cosine scoring, secret scanning); default: one a core. Its threads
+   * sleep until given work; a large exact scan is split across all of them while the event loop,
+   * which only awaits it, has nothing to do.
+   */
+  CPU_POOL_THREADS: z.coerce.number().int().min(1).max(64).default(os.availableParallelism()),
 });
 
 export type Config = z.infer<typeof configSchema> & {

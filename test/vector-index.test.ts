@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CpuPool } from '../shared/platform/cpu-pool.js';
 import { dotTopK, kMeans, normalise } from '../shared/scoring/vector-index.js';
 
 /** The CPU pool's kernels for sealed stores, against brute force on seeded random data. */
@@ -64,6 +65,29 @@ describe('kMeans', () => {
     for (let cluster = 0; cluster < 4; cluster++) {
       const lists = new Set(Array.from({ length: 100 }, (_, i) => assignments[i * 4 + cluster]));
       expect(lists.size).toBe(1);
+    }
+  });
+});
+
+describe("the CPU pool's split scan", () => {
+  it('finds across two threads exactly what one scan finds, over all rows, probed rows and allowed rows', async () => {
+    const dims = 24;
+    const rows = 45_001; // shares of unequal size
+    const shared = new Float32Array(new SharedArrayBuffer(rows * dims * 4));
+    shared.set(randomUnitVectors(rows, dims, 5));
+    const query = randomUnitVectors(1, dims, 17);
+    const probed = Int32Array.from({ length: 30_000 }, (_, i) => (i * 7) % rows);
+    const allowed = Uint8Array.from({ length: rows }, (_, row) => (row % 3 === 0 ? 1 : 0));
+    const pool = new CpuPool(2);
+    try {
+      for (const input of [{}, { rows: probed }, { allowed }, { rows: probed, allowed }]) {
+        const single = dotTopK({ vectors: shared, dims, query: query.slice(), k: 10, ...input });
+        const split = await pool.dotTopK({ vectors: shared, dims, query: query.slice(), k: 10, ...(input.rows && { rows: input.rows.slice() }), ...(input.allowed && { allowed: input.allowed.slice() }) });
+        expect([...split.indices]).toEqual([...single.indices]);
+        expect([...split.scores]).toEqual([...single.scores]);
+      }
+    } finally {
+      await pool.close();
     }
   });
 });

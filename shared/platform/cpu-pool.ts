@@ -1,10 +1,13 @@
 import { Piscina } from 'piscina';
 import type { CompositeFactors, CompositeRankInput, CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
-import type { DotTopKInput, KMeansInput, KMeansResult, TopK } from '../scoring/vector-index.js';
+import { mergeTopK, type DotTopKInput, type KMeansInput, type KMeansResult, type TopK } from '../scoring/vector-index.js';
 import type { SecretFinding, SecretScanInput } from '../scanning/secrets.js';
 
 const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url).href;
+
+/** A scan is split across threads only when each share has at least this many rows to score. */
+const SPLIT_ROWS = 10_000;
 
 /**
  * CPU-heavy work (cosine scoring, secret scanning) runs on worker threads so the event loop keeps
@@ -16,8 +19,11 @@ export class CpuPool {
   private readonly piscina: Piscina;
   private builds: Piscina | undefined;
 
-  constructor(threads: number) {
-    this.piscina = new Piscina({ filename: TASKS_FILE, maxThreads: threads, minThreads: 1 });
+  constructor(private readonly maxThreads: number) {
+    // Every thread is kept (they sleep when idle): piscina ends a thread above minThreads as soon as
+    // it idles, and starting one again (its isolate, tsx, the scoring modules) cost a split scan
+    // about half a second (bench, 2026-11-27).
+    this.piscina = new Piscina({ filename: TASKS_FILE, maxThreads, minThreads: maxThreads });
   }
 
   get threads(): number {
@@ -28,8 +34,28 @@ export class CpuPool {
     return this.piscina.run(input, { name: 'cosineTopK', transferList: [input.query.buffer, input.candidates.buffer] as ArrayBuffer[] });
   }
 
-  /** Scores unit vectors held on a SharedArrayBuffer in place; only the query, rows and mask move (transferred). */
-  dotTopK(input: DotTopKInput): Promise<TopK> {
+  /**
+   * Scores unit vectors held on a SharedArrayBuffer in place; only the query, rows and mask move
+   * (transferred). A scan of many rows is split across the pool's threads, each scoring its share
+   * of the same shared block, and their top k merged: one exact scan of a large sealed store then
+   * takes every core the pool has instead of one.
+   */
+  async dotTopK(input: DotTopKInput): Promise<TopK> {
+    const rows = input.rows ? input.rows.length : input.vectors.length / input.dims;
+    const shares = Math.min(this.maxThreads, Math.floor(rows / SPLIT_ROWS));
+    if (shares < 2) return this.dotTopKTask(input);
+    const parts = await Promise.all(
+      Array.from({ length: shares }, (_, share) => {
+        const from = Math.floor((rows * share) / shares);
+        const to = Math.floor((rows * (share + 1)) / shares);
+        const { rows: probed, ...rest } = input;
+        return this.dotTopKTask({ ...rest, query: input.query.slice(), ...(input.allowed && { allowed: input.allowed.slice() }), ...(probed ? { rows: probed.slice(from, to) } : { range: { from, to } }) });
+      }),
+    );
+    return mergeTopK(parts, input.k);
+  }
+
+  private dotTopKTask(input: DotTopKInput): Promise<TopK> {
     const transfer = [input.query.buffer, input.rows?.buffer, input.allowed?.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
     return this.piscina.run(input, { name: 'dotTopK', transferList: transfer });
   }

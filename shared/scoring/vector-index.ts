@@ -12,6 +12,8 @@ export interface DotTopKInput {
   k: number;
   /** Score only these rows (IVF probes); all rows when absent. */
   rows?: Int32Array;
+  /** Without `rows`: score rows `from` up to `to` only (one thread's share of a split scan). */
+  range?: { from: number; to: number };
   /** 1 for rows a filter allows; all rows when absent. */
   allowed?: Uint8Array;
 }
@@ -22,14 +24,22 @@ export interface TopK {
   scores: Float32Array;
 }
 
-export function dotTopK({ vectors, dims, query, k, rows, allowed }: DotTopKInput): TopK {
-  const total = rows ? rows.length : vectors.length / dims;
+export function dotTopK({ vectors, dims, query, k, rows, range, allowed }: DotTopKInput): TopK {
+  const from = rows ? 0 : (range?.from ?? 0);
+  const to = rows ? rows.length : (range?.to ?? vectors.length / dims);
   const best = new TopKHeap(k);
-  for (let i = 0; i < total; i++) {
+  for (let i = from; i < to; i++) {
     const row = rows ? rows[i]! : i;
     if (allowed && allowed[row] === 0) continue;
     best.offer(row, dot(vectors, row * dims, query, dims));
   }
+  return best.sorted();
+}
+
+/** The best `k` of several threads' top k, best first. */
+export function mergeTopK(parts: TopK[], k: number): TopK {
+  const best = new TopKHeap(k);
+  for (const part of parts) for (let i = 0; i < part.indices.length; i++) best.offer(part.indices[i]!, part.scores[i]!);
   return best.sorted();
 }
 
