@@ -43,20 +43,25 @@ export function mergeTopK(parts: TopK[], k: number): TopK {
   return best.sorted();
 }
 
-/** A dot product unrolled by four: V8 keeps four independent sums in registers. */
+/**
+ * A dot product unrolled by four: V8 keeps four independent sums in registers. The row is read
+ * through a view of its own, indexed from 0 like the query: a scan of 50,000 rows of 1,536
+ * dimensions took 67 ms so against 75 to 81 ms indexing the whole block at offset + i.
+ */
 export function dot(vectors: Float32Array, offset: number, query: Float32Array, dims: number): number {
+  const row = vectors.subarray(offset, offset + dims);
   let s0 = 0;
   let s1 = 0;
   let s2 = 0;
   let s3 = 0;
   let i = 0;
   for (; i + 3 < dims; i += 4) {
-    s0 += vectors[offset + i]! * query[i]!;
-    s1 += vectors[offset + i + 1]! * query[i + 1]!;
-    s2 += vectors[offset + i + 2]! * query[i + 2]!;
-    s3 += vectors[offset + i + 3]! * query[i + 3]!;
+    s0 += row[i]! * query[i]!;
+    s1 += row[i + 1]! * query[i + 1]!;
+    s2 += row[i + 2]! * query[i + 2]!;
+    s3 += row[i + 3]! * query[i + 3]!;
   }
-  for (; i < dims; i++) s0 += vectors[offset + i]! * query[i]!;
+  for (; i < dims; i++) s0 += row[i]! * query[i]!;
   return s0 + s1 + s2 + s3;
 }
 
