@@ -32,7 +32,7 @@ import { freePort, stopChild } from '../scripts/lib/local-services.js';
 import { mulberry32, quantile, topicText, TOPICS } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
 import { loadMemories, memoryText, nodeTopic } from './support/hive-load.js';
-import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
+import { startCpuMeter } from './support/process-cpu.js';
 import { goal, table } from './support/report.js';
 import { sampleStatements, topStatements } from './support/statement-sampler.js';
 import { latencies } from './support/timing.js';
@@ -208,7 +208,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     const writeTimes: number[] = [];
     let failures = 0;
     const sampler = sampleStatements(db);
-    const cpuBefore = { hive: processCpuSeconds(hiveProcess.pid) ?? 0, postgres: commandCpuSeconds('postgres') ?? 0, bench: process.cpuUsage(), machine: machineCpuTicks() };
+    const meter = startCpuMeter({ hive: hiveProcess.pid, load: process.pid });
     const writesStarted = performance.now();
     await inParallel(writes, options.writeConcurrency, async (body) => {
       const one = performance.now();
@@ -218,13 +218,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
       writeTimes.push(performance.now() - one);
     });
     const writeSeconds = (performance.now() - writesStarted) / 1000;
-    const machineAfter = machineCpuTicks();
-    const cpu = {
-      hive: (processCpuSeconds(hiveProcess.pid) ?? 0) - cpuBefore.hive,
-      postgres: (commandCpuSeconds('postgres') ?? 0) - cpuBefore.postgres,
-      bench: (({ user, system }) => (user + system) / 1e6)(process.cpuUsage(cpuBefore.bench)),
-      busy: cpuBefore.machine && machineAfter ? (machineAfter.busy - cpuBefore.machine.busy) / (machineAfter.total - cpuBefore.machine.total) : undefined,
-    };
+    const cpu = meter.stop();
     const sampled = await sampler.stop();
     const perSecond = (options.writes - failures) / writeSeconds;
     writeTimes.sort((a, b) => a - b);
@@ -235,7 +229,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
       'writes/s': Math.round(perSecond),
       'p50 ms': quantile(writeTimes, 0.5).toFixed(1),
       'p95 ms': quantile(writeTimes, 0.95).toFixed(1),
-      'CPU ms a write: hive / PostgreSQL / load': [cpu.hive, cpu.postgres, cpu.bench].map((seconds) => ((seconds * 1000) / options.writes).toFixed(2)).join(' / '),
+      'CPU ms a write: hive / PostgreSQL / load': [cpu.seconds.hive!, cpu.seconds.postgres!, cpu.seconds.load!].map((seconds) => ((seconds * 1000) / options.writes).toFixed(2)).join(' / '),
       'machine busy': cpu.busy === undefined ? '' : `${Math.round(cpu.busy * 100)} %`,
       'the hive database\'s sessions were busy with': topStatements(sampled, 3),
     }]);

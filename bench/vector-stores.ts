@@ -37,7 +37,7 @@ import { vectorStoreConsumerDefinitions } from '../workers/vector-store-consumer
 import { stopChild } from '../scripts/lib/local-services.js';
 import { CHUNK_WORDS, documentText, makeCorpus, mulberry32, quantile, TOPICS, type Corpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
-import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
+import { startCpuMeter } from './support/process-cpu.js';
 import { goal, table, type Row } from './support/report.js';
 
 const SECTION = 'vector-stores';
@@ -406,10 +406,7 @@ async function measureIngest(
     bytes += stored.bytes;
   }
 
-  const cpuBefore = process.cpuUsage();
-  const emulatorCpuBefore = processCpuSeconds(emulatorPid) ?? 0;
-  const postgresCpuBefore = commandCpuSeconds('postgres') ?? 0;
-  const machineBefore = machineCpuTicks();
+  const meter = startCpuMeter({ gateway: process.pid, emulator: emulatorPid });
   const started = performance.now();
   await attachFiles(platform, caller, store, fileIds.map((id) => ({ file_id: id })), { batchId: null });
   let counts: { pending: number; completed: number; failed: number; chunks: number };
@@ -431,11 +428,7 @@ async function measureIngest(
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const seconds = (performance.now() - started) / 1000;
-  const cpu = process.cpuUsage(cpuBefore);
-  const emulatorCpu = (processCpuSeconds(emulatorPid) ?? 0) - emulatorCpuBefore;
-  const postgresCpu = (commandCpuSeconds('postgres') ?? 0) - postgresCpuBefore;
-  const machineAfter = machineCpuTicks();
-  const machineBusy = machineBefore && machineAfter ? (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) : undefined;
+  const cpu = meter.stop();
   const chunksPerSecond = counts.chunks / seconds;
   return {
     chunksPerSecond,
@@ -447,10 +440,10 @@ async function measureIngest(
       'wall s': seconds.toFixed(2),
       'chunks/s': Math.round(chunksPerSecond),
       'MB/s': (bytes / 1e6 / seconds).toFixed(2),
-      'gateway CPU s': ((cpu.user + cpu.system) / 1e6).toFixed(1),
-      'emulator CPU s': emulatorCpu.toFixed(1),
-      'PostgreSQL CPU s': postgresCpu.toFixed(1),
-      'machine busy': machineBusy === undefined ? '' : `${Math.round(machineBusy * 100)} %`,
+      'gateway CPU s': cpu.seconds.gateway!.toFixed(1),
+      'emulator CPU s': cpu.seconds.emulator!.toFixed(1),
+      'PostgreSQL CPU s': cpu.seconds.postgres!.toFixed(1),
+      'machine busy': cpu.busy === undefined ? '' : `${Math.round(cpu.busy * 100)} %`,
     },
   };
 }

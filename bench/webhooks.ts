@@ -25,6 +25,7 @@ import { createEndpoint } from '../shared/webhooks/endpoints.js';
 import { freePort, startTemporalDevServer, stopChild, type TemporalDevServer } from '../scripts/lib/local-services.js';
 import { profileFlags } from './support/node-flags.js';
 import { table } from './support/report.js';
+import { processCpuSeconds } from './support/process-cpu.js';
 
 export interface WebhookBenchOptions {
   databaseUrl: string;
@@ -126,7 +127,7 @@ export async function runWebhookBench(base: Config, options: WebhookBenchOptions
     );
     console.log(`deliveries by status: ${outcome.map((row) => `${row.status} ${row.deliveries}`).join(', ')}; receipts ${received}`);
     // Independent of what else the machine runs: the worker's own CPU per delivery (start-up included).
-    const cpuSeconds = processCpuSeconds(worker.pid!);
+    const cpuSeconds = processCpuSeconds(worker.pid, false);
     if (cpuSeconds !== undefined) console.log(`worker CPU: ${cpuSeconds.toFixed(1)} s for ${received} deliveries, ${((cpuSeconds * 1_000) / received).toFixed(2)} ms each; load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
   } finally {
     if (worker) await stopChild(worker);
@@ -233,14 +234,4 @@ function workerPolling(worker: ChildProcess): Promise<void> {
       if (!ready) reject(new Error(`the worker exited (code ${code}) before polling`));
     });
   });
-}
-
-/** user + system CPU of a process, from /proc (Linux only). */
-function processCpuSeconds(pid: number): number | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
 }

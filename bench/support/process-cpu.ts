@@ -58,3 +58,27 @@ export function machineCpuTicks(): { total: number; busy: number; steal: number 
     return undefined;
   }
 }
+
+/**
+ * The CPU seconds used between start and stop by each named process (its own, not its children's)
+ * and each named command (`postgres`: the server and its backends), and how busy the machine was
+ * meanwhile (0 to 1).
+ */
+export function startCpuMeter(processes: Record<string, number | undefined>, commands: string[] = ['postgres']): { stop(): { seconds: Record<string, number>; busy: number | undefined } } {
+  const read = () => ({
+    ...Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, processCpuSeconds(pid, false) ?? 0])),
+    ...Object.fromEntries(commands.map((command) => [command, commandCpuSeconds(command) ?? 0])),
+  });
+  const before = read();
+  const machineBefore = machineCpuTicks();
+  return {
+    stop() {
+      const after = read();
+      const machineAfter = machineCpuTicks();
+      return {
+        seconds: Object.fromEntries(Object.entries(after).map(([name, seconds]) => [name, seconds - before[name]!])),
+        busy: machineBefore && machineAfter ? (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) : undefined,
+      };
+    },
+  };
+}

@@ -12,7 +12,7 @@ import { encodeCl100k } from '../vector-stores/chunking.js';
 import { searchVectorStore } from '../vector-stores/search.js';
 import { publishRunEvents, type RunEvent } from './run-events.js';
 import * as repo from './repository.js';
-import { formatRun, formatStep } from './runs.js';
+import { formatRun, formatStep, tokensOf } from './runs.js';
 import { formatMessage, MAX_THREAD_MESSAGES, type MessageContentText } from './threads.js';
 
 /**
@@ -206,8 +206,7 @@ async function endIncomplete(platform: GatewayServices, run: repo.RunRow, reason
  * and max_completion_tokens hold over the whole run, so every earlier step's usage counts.
  */
 function budgetOf(run: repo.RunRow, priorSteps: repo.StepRow[]): { promptTokens: number | null; completionTokens: number | null } {
-  const prompt = priorSteps.reduce((sum, step) => sum + step.prompt_tokens, 0);
-  const completion = priorSteps.reduce((sum, step) => sum + step.completion_tokens, 0);
+  const { prompt, completion } = tokensOf(priorSteps);
   return {
     promptTokens: run.max_prompt_tokens === null ? null : run.max_prompt_tokens - prompt,
     completionTokens: run.max_completion_tokens === null ? null : run.max_completion_tokens - completion,

@@ -197,10 +197,14 @@ export async function getStep(db: Db, caller: ThreadCaller, threadId: string, ru
   return formatStep(run, step);
 }
 
+/** The tokens a run's steps used: its usage, and what its token budgets have spent. */
+export function tokensOf(steps: repo.StepRow[]): { prompt: number; completion: number } {
+  return steps.reduce((sum, step) => ({ prompt: sum.prompt + step.prompt_tokens, completion: sum.completion + step.completion_tokens }), { prompt: 0, completion: 0 });
+}
+
 /** A run's usage is the sum of its steps' metered calls. */
 export function formatRun(run: repo.RunRow, steps: repo.StepRow[]) {
-  const prompt = steps.reduce((sum, step) => sum + step.prompt_tokens, 0);
-  const completion = steps.reduce((sum, step) => sum + step.completion_tokens, 0);
+  const { prompt, completion } = tokensOf(steps);
   const finished = FINISHED.includes(run.status);
   return {
     id: run.id,
