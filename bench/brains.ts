@@ -164,7 +164,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
       }
       table(
         SECTION,
-        `recall (the domain call: brain, query embedding by the emulator, candidates, composite in the CPU pool, contents), top_k 8 at scope / over every entry; ${options.warmup} warm-up then ${options.queries} timed one after another, explain off then on; recall@10 (top_k 10) against the exact composite top 10 of every entry`,
+        `recall (the domain call: brain, query embedding by the emulator, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} warm-up then ${options.queries} timed one after another, explain off then on; recall@10 (top_k 10) against the exact composite top 10 of every entry`,
         rows,
       );
       const largestNone = results.get(`none:${largest}`)!;

@@ -2,7 +2,7 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { graphFactor, type CompositeFactors } from '../scoring/composite.js';
+import { compositeRank, graphFactor, type CompositeFactors } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
@@ -143,9 +143,12 @@ const round = (value: number) => Math.round(value * 1e6) / 1e6;
 const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.entries(factors).map(([key, value]) => [key, round(value)]));
 
 /**
- * The composite of each candidate, computed in the CPU pool from its entry's tier, age, use and
- * links to the query's entities. Pack rows (a reference mount's, or a materialize mount's
- * import) rank by their version's frozen taxonomy and multipliers, without recency or usage.
+ * The composite of each candidate from its entry's tier, age, use and links to the query's
+ * entities. Pack rows (a reference mount's, or a materialize mount's import) rank by their
+ * version's frozen taxonomy and multipliers, without recency or usage. It is a few multiplications
+ * a candidate, so it runs here: handing a draw to the CPU pool copied the candidates to a thread
+ * and their factors back, 0.68 ms for 64 candidates and 15.4 ms for 4,096 against 0.13 and 0.49
+ * ms computed in place (measured on 2 cores), and the copying held the event loop too.
  */
 async function score(
   platform: GatewayServices,
@@ -165,7 +168,7 @@ async function score(
     }),
     ...fromReferences,
   ];
-  const factors = await platform.cpu.compositeRank({
+  const factors = compositeRank({
     now,
     candidates: rows.map(({ candidate, entry, mount }) => {
       // A reference mount's live row goes by its version's graph; the brain's own rows (materialized ones too) by the store's.

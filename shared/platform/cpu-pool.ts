@@ -1,5 +1,5 @@
 import { Piscina } from 'piscina';
-import type { CompositeFactors, CompositeRankInput, CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
+import type { CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
 import { mergeTopK, type DotTopKInput, type KMeansInput, type KMeansResult, type TopK } from '../scoring/vector-index.js';
 import type { SecretFinding, SecretScanInput } from '../scanning/secrets.js';
@@ -64,11 +64,6 @@ export class CpuPool {
     const transfer = [input.sampleRows.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer);
     this.builds ??= new Piscina({ filename: TASKS_FILE, maxThreads: 1, minThreads: 0, idleTimeout: 60_000 });
     return this.builds.run(input, { name: 'kMeans', transferList: transfer });
-  }
-
-  /** A brain's recall re-score of its candidates (cosine x tier x recency x usage x graph). */
-  compositeRank(input: CompositeRankInput): Promise<CompositeFactors[]> {
-    return this.piscina.run(input, { name: 'compositeRank' });
   }
 
   /** A strict brain's composite top k over its opened vectors (the shared buffers are read in place; the scope mask is transferred). */

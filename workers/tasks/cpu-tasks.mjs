@@ -3,4 +3,4 @@
 import { register } from 'tsx/esm/api';
 
 register();
-export const { cosineTopK, dotTopK, kMeans, compositeRank, compositeTopK, scanSecrets } = await import('./cpu-tasks.ts');
+export const { cosineTopK, dotTopK, kMeans, compositeTopK, scanSecrets } = await import('./cpu-tasks.ts');

@@ -4,5 +4,5 @@
  */
 export { cosineTopK } from '../../shared/scoring/cosine.js';
 export { dotTopK, kMeans } from '../../shared/scoring/vector-index.js';
-export { compositeRank, compositeTopK } from '../../shared/scoring/composite.js';
+export { compositeTopK } from '../../shared/scoring/composite.js';
 export { scanSecrets } from '../../shared/scanning/secrets.js';
