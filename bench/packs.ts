@@ -192,7 +192,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       console.log(`  materialize into ${encryption}: ready in ${seconds(readyMs)} s`);
       goal(SECTION, { figure: `materialize mount of ${at} into a ${encryption} brain, createMount to ready`, target: '≤ 30 s', value: `${seconds(readyMs)} s`, met: readyMs <= 30_000 });
     }
-    table(SECTION, `materialize mount of the ${at} version into an empty brain of the same account, from createMount to the mount ready (the import: packMaterializeWorkflow, one transaction that re-seals rows as the brain seals its own and inserts them under the brain's HNSW index; ${WHERE}); load average ${materializeLoad} when it began`, materializeRows);
+    table(SECTION, `materialize mount of the ${at} version into an empty brain of the same account, from createMount to the mount ready (the import: packMaterializeWorkflow, one transaction that re-seals rows as the brain seals its own, writes them, and builds the empty brain's HNSW graph over them; ${WHERE}); load average ${materializeLoad} when it began`, materializeRows);
 
     // ---- recall merged with a reference mount ----
     const recallId = await brain('bench packs recall', 'none');

@@ -258,6 +258,12 @@ describe('materialize mounts', () => {
     ]);
     expect(chunks.rows[0].content_sealed.toString('latin1')).not.toContain('Tokens');
 
+    // Imported into an empty brain, the rows came first and the graph was built once over them: it is there, and recall finds them.
+    const graph = await db().query(`SELECT indexdef FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%hnsw%'`, [partitionOf(brain)]);
+    expect(graph.rows).toHaveLength(1);
+    const hits = (await send('POST', `/v1/brains/${brain}/recall`, { query: 'when do the tokens expire', subtree: true })).body.data;
+    expect(hits[0]).toMatchObject({ entry_id: importedEntryId(created.id, 1, 'api'), content: expect.stringContaining('Tokens expire after an hour.') });
+
     // The brain opens them under its own key.
     const api = await get(`/v1/brains/${brain}/entries/${importedEntryId(created.id, 1, 'api')}`);
     expect(api.body).toMatchObject({ title: 'API', body: 'Tokens expire after an hour.\n\nRefresh them with the refresh endpoint.', scope: '/kb/reference', origin: 'reference', source_mount_id: created.id });
@@ -309,6 +315,9 @@ describe('materialize mounts', () => {
     expect(rows.map((row) => row.entry_id)).toEqual([importedEntryId(created.id, 2, 'one'), importedEntryId(created.id, 2, 'three')]);
     const chunks = await db().query(`SELECT entry_id FROM ${partitionOf(brain)} ORDER BY entry_id`);
     expect(chunks.rows.map((chunk) => chunk.entry_id)).toEqual([importedEntryId(created.id, 2, 'one'), importedEntryId(created.id, 2, 'three')]);
+    // The brain held version 1's rows, so version 2's were linked into its graph, which stayed.
+    const hits = (await send('POST', `/v1/brains/${brain}/recall`, { query: 'new in version two' })).body.data;
+    expect(hits[0].entry_id).toBe(importedEntryId(created.id, 2, 'three'));
   });
 
   it('follow_latest re-materializes on a new publish', async () => {

@@ -93,8 +93,13 @@ export async function createSpaceIndex(q: Queryable, brain: Pick<BrainRow, 'id' 
 }
 
 export async function dropSpace(q: Queryable, brainId: string, space: number): Promise<void> {
-  await q.query(`DROP INDEX IF EXISTS ${partitionOf(brainId)}_s${Number(space)}_hnsw`);
+  await dropSpaceIndex(q, brainId, space);
   await q.query(`DELETE FROM ${partitionOf(brainId)} WHERE space = $1`, [space]);
+}
+
+/** Takes the brain's chunk partition whole until the transaction ends (ACCESS EXCLUSIVE): readers of the brain wait too. */
+export async function dropSpaceIndex(q: Queryable, brainId: string, space: number): Promise<void> {
+  await q.query(`DROP INDEX IF EXISTS ${partitionOf(brainId)}_s${Number(space)}_hnsw`);
 }
 
 /**

@@ -58,7 +58,12 @@ export async function withTransaction<T>(db: Db, work: (client: pg.PoolClient) =
  */
 export function withIndexBuildMemory<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   return withTransaction(db, async (client) => {
-    await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+    await useIndexBuildMemory(client);
     return work(client);
   });
+}
+
+/** The same memory for an index built inside a transaction already open. */
+export async function useIndexBuildMemory(client: Queryable): Promise<void> {
+  await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
 }
