@@ -102,7 +102,7 @@ export async function loadBrain(platform: GatewayServices, developerId: string, 
   let indexSeconds: number | null = null;
   if (!strict) {
     const indexStarted = performance.now();
-    await repo.createSpaceIndex(platform.db, brain, space, brain.embedding_dims);
+    await repo.createSpaceIndex(platform.db, brain.id, space, brain.embedding_dims);
     indexSeconds = (performance.now() - indexStarted) / 1000;
   }
   await platform.db.query(`VACUUM (ANALYZE) ${partition}`);

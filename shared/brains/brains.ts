@@ -61,7 +61,7 @@ export async function updateBrain(platform: BrainServices, developerId: string, 
       wrapped = await wrappedKeyFor(platform, brain.id, body.encryption);
       // A strict brain's vectors are never indexed by PostgreSQL; the others' are.
       if (body.encryption === 'strict') await repo.dropSpace(client, brain.id, brain.active_space);
-      else if (brain.encryption === 'strict') await repo.createSpaceIndex(client, brain, brain.active_space, brain.embedding_dims);
+      else if (brain.encryption === 'strict') await repo.createSpaceIndex(client, brain.id, brain.active_space, brain.embedding_dims);
     }
     const policy = body.memory_policy ? mergePolicy(brain.memory_policy, body.memory_policy) : undefined;
     const updated = await repo.updateBrain(client, brain.id, {

@@ -84,7 +84,7 @@ export async function mountedGraphs(platform: Pick<GatewayServices, 'db'>, nativ
 
 /** A reference mount's `limit` rows nearest the query among those that land in the recall's scopes, as candidates at their target scopes. */
 export async function drawFromMount(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, limit: number): Promise<{ rows: Omit<Scored, 'factors' | 'droppedBy'>[]; drawn: number; lastCosine: number }> {
-  const drawn = await packs.nearestPackChunks(platform.db, mount, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), limit);
+  const drawn = await packs.nearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), limit);
   const facts = await packs.packEntryFacts(platform.db, mount.version_id, [...new Set(drawn.map((chunk) => chunk.entry_id))]);
   const rows = drawn.flatMap((chunk) => {
     const target = remapScope(mount.scope_map, chunk.scope);

@@ -196,7 +196,7 @@ export async function materializeMount(platform: BrainServices, mountId: string,
       }
       if (buildGraphAfter) {
         await useIndexBuildMemory(client);
-        await repo.createSpaceIndex(client, brain, space, brain.embedding_dims);
+        await repo.createSpaceIndex(client, brain.id, space, brain.embedding_dims);
       }
       // The flip, under the mount's lock, then the brain's (the order every writer of mounts keeps).
       const flipping = await mounts.mountById(client, mountId, 'update');

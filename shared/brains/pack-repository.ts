@@ -1,8 +1,8 @@
 import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
-import { hnswCast, vectorCast } from '../vector-stores/repository.js';
+import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
-import { BRAIN_HNSW, likePrefix, partitionOf, type EntryRow } from './repository.js';
+import { likePrefix, partitionOf, type EntryRow } from './repository.js';
 
 /** SQL of packs, their versions and grants (migrations/025_brain_packs.sql). */
 
@@ -40,8 +40,6 @@ export interface PackVersionRow {
   tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>>;
   failure_reason: string | null;
   content_dropped_at: Date | null;
-  /** What its HNSW graph is built over (migrations/035): halfvec, or vector for versions published before. */
-  hnsw_precision: 'single' | 'half';
 }
 
 const VERSION_ID = /^pkv_[0-9A-Za-z]{24}$/;
@@ -189,11 +187,10 @@ export async function createVersionPartition(q: Queryable, versionId: string): P
   await q.query(`CREATE TABLE IF NOT EXISTS ${versionPartitionOf(versionId)} PARTITION OF brain_pack_chunks FOR VALUES IN ('${versionId}')`);
 }
 
-/** HNSW over a plaintext version's chunks, in the version's precision and with a brain's graph parameters: what a reference mount's recall searches. */
-export async function indexVersion(q: Queryable, version: Pick<PackVersionRow, 'id' | 'hnsw_precision'>, dims: number): Promise<void> {
-  const partition = versionPartitionOf(version.id);
-  const { cast, ops } = hnswCast(version, dims);
-  await q.query(`CREATE INDEX IF NOT EXISTS ${partition}_hnsw ON ${partition} USING hnsw ((embedding::${cast}) ${ops}) WITH (m = ${BRAIN_HNSW.m}, ef_construction = ${BRAIN_HNSW.efConstruction})`);
+/** HNSW over a plaintext version's chunks: what a reference mount's recall searches. */
+export async function indexVersion(q: Queryable, versionId: string, dims: number, hnsw: { m: number; efConstruction: number }): Promise<void> {
+  const { cast, ops } = vectorCast(dims);
+  await q.query(`CREATE INDEX IF NOT EXISTS ${versionPartitionOf(versionId)}_hnsw ON ${versionPartitionOf(versionId)} USING hnsw ((embedding::${cast}) ${ops}) WITH (m = ${hnsw.m}, ef_construction = ${hnsw.efConstruction})`);
 }
 
 export type PackEntryRow = Omit<EntryRow, 'version_id' | 'brain_id' | 'origin' | 'source_mount_id' | 'use_count' | 'last_used' | 'valid_from' | 'valid_to'> & { version_id: string };
@@ -315,12 +312,11 @@ export interface RecallMountRow {
   tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>>;
   encryption_at_publish: PackRow['encryption_at_publish'];
   embedding_dims: number;
-  hnsw_precision: PackVersionRow['hnsw_precision'];
 }
 
 export async function readyMountsOf(q: Queryable, brainId: string): Promise<RecallMountRow[]> {
   const { rows } = await q.query<RecallMountRow>(
-    `SELECT m.id AS mount_id, m.mode, m.pack_id, v.version, v.id AS version_id, m.scope_map, v.memory_policy, v.tier_multipliers, p.encryption_at_publish, p.embedding_dims, v.hnsw_precision
+    `SELECT m.id AS mount_id, m.mode, m.pack_id, v.version, v.id AS version_id, m.scope_map, v.memory_policy, v.tier_multipliers, p.encryption_at_publish, p.embedding_dims
      FROM brain_mounts m JOIN brain_packs p ON p.id = m.pack_id
        JOIN brain_pack_versions v ON v.pack_id = m.pack_id AND v.version = CASE WHEN m.mode = 'reference' THEN m.pinned_version ELSE m.materialized_version END
      WHERE m.brain_id = $1 AND m.status = 'ready' ORDER BY m.created_at, m.id`,
@@ -336,25 +332,20 @@ export interface PackCandidate {
   cosine: number;
 }
 
-/** The `limit` chunks of a plaintext version nearest the query among the given source scopes (its HNSW index once built), nearest first. */
-export async function nearestPackChunks(db: Db, version: { version_id: string; hnsw_precision: PackVersionRow['hnsw_precision'] }, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, limit: number): Promise<PackCandidate[]> {
-  const versionId = version.version_id;
-  // Walked in the graph's precision; the cosine a candidate ranks by is its whole vector's.
+/** The `limit` chunks of a plaintext version nearest the query among the given source scopes (its HNSW index once built). */
+export async function nearestPackChunks(db: Db, versionId: string, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, limit: number): Promise<PackCandidate[]> {
   const { cast } = vectorCast(dims);
-  const order = hnswCast(version, dims).cast;
   const scoped = filter === null ? 'true' : `(c.scope = ANY($3) OR c.scope LIKE ANY($4))`;
   const params: unknown[] = [query, limit, ...(filter === null ? [] : [filter.scopes, filter.prefixes.map((prefix) => `${likePrefix(prefix)}/%`)])];
-  const rows = await withTransaction(db, async (client) => {
+  return withTransaction(db, async (client) => {
     // As the brain's own search (repository.ts nearestChunks): left to itself PostgreSQL reads and sorts the whole version (measured 84-91 ms against 22-26 ms at 10,000 chunks).
-    await client.query(`SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(BRAIN_HNSW.efSearch, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+    await client.query(`SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(300, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
     return (await client.query<PackCandidate>(
       `SELECT c.entry_id, c.chunk_index, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine FROM ${versionPartitionOf(versionId)} c
-       WHERE ${scoped} ORDER BY c.embedding::${order} <=> $1::${order} LIMIT $2`,
+       WHERE ${scoped} ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
       params,
     )).rows;
   });
-  // An iterative scan returns its chunks nearly in order, and by the graph's precision; callers rely on exactly, by the cosine.
-  return rows.map((row) => ({ ...row, cosine: Number(row.cosine) })).sort((a, b) => b.cosine - a.cosine);
 }
 
 /** What recall shows and ranks of a version's entries: class, type, trust, provenance, title. */

@@ -27,6 +27,8 @@ export const SYNC_BUILD_MAX_ENTRIES = 1_000;
 const PAGE = { defaultLimit: 100, maxLimit: 500 };
 const SCAN_BATCH = 256;
 const COPY_PAGE = 500;
+/** HNSW of a plaintext version (what reference mounts search), as the brains' own spaces are built. */
+const PACK_HNSW = { m: 32, efConstruction: 128 };
 
 export async function publish(platform: PackServices, developerId: string, brainId: string, body: z.output<typeof publishBody>) {
   const brain = await brainOf(platform.db, developerId, brainId);
@@ -173,7 +175,7 @@ export async function indexBuiltVersion(platform: PackServices, versionId: strin
   const version = await packs.versionById(platform.db, versionId);
   if (version?.status !== 'ready') return;
   const pack = (await packs.packById(platform.db, version.pack_id))!;
-  if (pack.encryption_at_publish === 'none') await withIndexBuildMemory(platform.db, (client) => packs.indexVersion(client, version, pack.embedding_dims));
+  if (pack.encryption_at_publish === 'none') await withIndexBuildMemory(platform.db, (client) => packs.indexVersion(client, versionId, pack.embedding_dims, PACK_HNSW));
 }
 
 export async function failVersion(platform: PackServices, versionId: string, reason: string): Promise<void> {

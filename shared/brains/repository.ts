@@ -1,6 +1,6 @@
 import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
-import { hnswCast, vectorCast } from '../vector-stores/repository.js';
+import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
 
 /** SQL of brains, their entry versions and chunks (migrations/022_brains.sql). */
@@ -23,8 +23,6 @@ export interface BrainRow {
   tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>>;
   prior_tier_multipliers: Partial<Record<'A' | 'B' | 'C' | 'D', number>> | null;
   state: 'active' | 'deleting';
-  /** What its HNSW graphs are built over (migrations/035): halfvec, or vector for brains created before. */
-  hnsw_precision: 'single' | 'half';
   created_at: Date;
   updated_at: Date;
 }
@@ -61,16 +59,15 @@ export const partitionOf = (brainId: string): string => partitionName('brain_chu
 /**
  * HNSW over the current chunks of one space: as_of reads scan history exactly instead. A search
  * keeps `efSearch` candidates in its beam (or as many as it is asked for, up to pgvector's 1,000).
- * Recall ranks by the composite, so it reads deeper than a top 10 by cosine. Brains created since
- * migration 035 build m 16 / ef_construction 128 over halfvec: at 100,000 entries the graph builds
- * in 288 s against 869 s for m 32 over vector, and a row written links in about a third of the
- * time (a materialize mount's import is mostly that). It needs a wider beam for the same ranking:
- * recall@10 of the composite 0.965 at a beam of 300, 0.981 at 500, 0.987 at 700, with p50 29 ms at
- * each (the draws, not the beam, cost the time); m 32 over vector gave 0.985 at 300.
+ * Recall ranks by the composite, so it reads deeper than a top 10 by cosine; at 30,000 entries
+ * m 32 / ef_construction 128 / beam 300 gave recall@10 0.988 at p95 32.9 ms, against 0.958 at
+ * 37.0 ms for m 16 / 64 / 500 (the graph costs 2.8 times as long to build). At 100,000 entries
+ * m 16 / 128 over halfvec (vector stores' graph) built in 261-288 s against 869 s but needed a beam
+ * of 700 for recall@10 0.978-0.987 (0.965 at 300), where this graph gives 0.985 at 300.
  */
-export const BRAIN_HNSW = { m: 16, efConstruction: 128, efSearch: 700 };
+export const BRAIN_HNSW = { m: 32, efConstruction: 128, efSearch: 300 };
 
-export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'usage_seq' | 'tier_multipliers' | 'prior_tier_multipliers' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen' | 'hnsw_precision'>, hnsw: boolean): Promise<BrainRow> {
+export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_space' | 'write_seq' | 'usage_seq' | 'tier_multipliers' | 'prior_tier_multipliers' | 'state' | 'created_at' | 'updated_at' | 'autotune_frozen'>, hnsw: boolean): Promise<BrainRow> {
   const { rows } = await q.query<BrainRow>(
     `INSERT INTO brains (id, developer_id, name, embedding_model, embedding_dims, encryption, wrapped_data_key, tuning, memory_policy)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
@@ -78,14 +75,12 @@ export async function insertBrain(q: Queryable, brain: Omit<BrainRow, 'active_sp
   );
   await q.query(`CREATE TABLE ${partitionOf(brain.id)} PARTITION OF brain_chunks FOR VALUES IN ('${brain.id}')`);
   await q.query(`CREATE INDEX ON ${partitionOf(brain.id)} (space, version_id)`);
-  if (hnsw) await createSpaceIndex(q, rows[0]!, 1, brain.embedding_dims);
+  if (hnsw) await createSpaceIndex(q, brain.id, 1, brain.embedding_dims);
   return rows[0]!;
 }
 
-/** The HNSW index over one space's current chunks, in the brain's precision. */
-export async function createSpaceIndex(q: Queryable, brain: Pick<BrainRow, 'id' | 'hnsw_precision'>, space: number, dims: number): Promise<void> {
-  const brainId = brain.id;
-  const { cast, ops } = hnswCast(brain, dims);
+export async function createSpaceIndex(q: Queryable, brainId: string, space: number, dims: number): Promise<void> {
+  const { cast, ops } = vectorCast(dims);
   await q.query(
     `CREATE INDEX IF NOT EXISTS ${partitionOf(brainId)}_s${Number(space)}_hnsw ON ${partitionOf(brainId)} USING hnsw ((embedding::${cast}) ${ops})
      WITH (m = ${BRAIN_HNSW.m}, ef_construction = ${BRAIN_HNSW.efConstruction}) WHERE space = ${Number(space)} AND valid_to IS NULL`,
@@ -306,10 +301,8 @@ export function scopeSql(filter: ScopeFilter, firstParam: number, column = 'c.sc
  * The `limit` chunks nearest the query among the current chunks of a space (HNSW), or, as of an
  * instant, among the chunks valid then (an exact scan: history has no index).
  */
-export async function nearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embedding_dims' | 'hnsw_precision'>, space: number, query: string, filter: ScopeFilter, limit: number, asOf: Date | null): Promise<ChunkCandidate[]> {
-  // Walked in the graph's precision; the cosine a candidate ranks by is its whole vector's.
+export async function nearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embedding_dims'>, space: number, query: string, filter: ScopeFilter, limit: number, asOf: Date | null): Promise<ChunkCandidate[]> {
   const { cast } = vectorCast(brain.embedding_dims);
-  const order = asOf === null ? hnswCast(brain, brain.embedding_dims).cast : cast;
   const scopes = scopeSql(filter, 3);
   const validity = asOf === null ? 'c.valid_to IS NULL' : `c.valid_from <= $${3 + scopes.params.length} AND (c.valid_to IS NULL OR c.valid_to > $${3 + scopes.params.length})`;
   const params: unknown[] = [query, limit, ...scopes.params, ...(asOf === null ? [] : [asOf])];
@@ -323,7 +316,7 @@ export async function nearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embedd
       `SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine
        FROM ${partitionOf(brain.id)} c
        WHERE c.space = ${Number(space)} AND ${validity} AND ${scopes.sql}
-       ORDER BY c.embedding::${order} <=> $1::${order} LIMIT $2`,
+       ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
       params,
     )).rows;
   });
