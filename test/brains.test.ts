@@ -216,6 +216,25 @@ describe('recall', () => {
     expect(storage.rows[0].attstorage).toBe('m');
   });
 
+  it('draws past the first batch of nearest chunks when the best composite lies deeper', async () => {
+    // 300 near copies of the question at a weight of 0.02 fill the first draw (256) with composites
+    // far below the answer's, which sits only just past them by cosine.
+    const taxonomy = [{ type: 'echo', tier: 'C', weight: 0.02 }, { type: 'decision', tier: 'A', weight: 1 }];
+    const brain = await newBrain({ memory_policy: { type_taxonomy: taxonomy } });
+    const entries = [
+      ...Array.from({ length: 300 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again, time ${i}.` })),
+      { entry_id: 'answer', class: 'memory', type: 'decision', body: 'The platform team rotates database credentials every ninety days.' },
+    ];
+    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+
+    const found = (await recall(brain.id, { query: 'How often are the database credentials rotated?', explain: true })).body.data;
+    expect(found[0].entry_id).toBe('answer');
+    expect(found).toHaveLength(8);
+    const cosines = (await recall(brain.id, { query: 'How often are the database credentials rotated?', top_k: 100, explain: true, types: ['echo'] })).body.data.map((hit: any) => hit.factors.cosine);
+    // The premise: every echo is nearer the question than the answer is.
+    expect(Math.min(...cosines)).toBeGreaterThan(found[0].factors.cosine);
+  });
+
   it('sees the scope and its ancestors; inherit false the leaf alone; subtree also below, marked explore', async () => {
     const atRoot = ids((await recall(brainId, { query: 'password reset', top_k: 20 })).body.data);
     expect(atRoot).not.toContain('team-pw');

@@ -2,6 +2,7 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
+import type { Queryable } from '../db/pool.js';
 import { compositeRank, graphFactor, type CompositeFactors } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf } from './brains.js';
@@ -26,6 +27,7 @@ import type { recallBody } from './schemas.js';
 export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
 const FIRST_DRAW = 256;
+const DRAW_GROWTH = 2;
 const MAX_DRAW = 4_096;
 
 
@@ -55,29 +57,33 @@ export async function recall(platform: GatewayServices, developerId: string, cal
 
   const references = mounts.filter((mount) => mount.mode === 'reference' && mount.encryption_at_publish === 'none');
   const materialized = new Map(mounts.filter((mount) => mount.mode === 'materialize').map((mount) => [mount.mount_id, mount]));
-  let scored: Scored[] = [];
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
-  for (let draw = FIRST_DRAW; ; draw *= 4) {
-    const [candidates, fromMounts] = await Promise.all([
-      strictHistory
-        ? strictHistory.slice(0, draw)
-        : strict
-          ? platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized)
-          : repo.nearestChunks(platform.db, brain, brain.active_space, querySql, filter, draw, asOf),
-      Promise.all(references.map((mount) => drawFromMount(platform, brain.id, mount, querySql, filter, draw))),
-    ]);
-    const native = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-    scored = await score(platform, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
-    const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
-    const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
-    // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
-    // drawn by composite (a strict brain's current chunks), the composite of its last row; drawn by cosine, that row's cosine.
-    const nativeDone = candidates.length < draw || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (candidates.at(-1)?.cosine ?? 0));
-    const mountsDone = fromMounts.every((drawn) => drawn.drawn < draw || last >= drawn.lastCosine);
-    if (draw >= MAX_DRAW || (nativeDone && mountsDone)) break;
-  }
+  // Candidates are drawn in growing batches from every source until each is done.
+  const drawAndScore = async (drawNative: repo.NearestDraw, q: Queryable): Promise<Scored[]> => {
+    const versions = new Map<string, repo.RankedVersion>();
+    for (let draw = FIRST_DRAW; ; draw *= DRAW_GROWTH) {
+      const [candidates, fromMounts] = await Promise.all([
+        drawNative(draw),
+        Promise.all(references.map((mount) => drawFromMount(platform, brain.id, mount, querySql, filter, draw))),
+      ]);
+      const native = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
+      const scored = await score(q, versions, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
+      const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
+      const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
+      // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
+      // drawn by composite (a strict brain's current chunks), the composite of its last row; drawn by cosine, that row's cosine.
+      const nativeDone = candidates.length < draw || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (candidates.at(-1)?.cosine ?? 0));
+      const mountsDone = fromMounts.every((drawn) => drawn.drawn < draw || last >= drawn.lastCosine);
+      if (draw >= MAX_DRAW || (nativeDone && mountsDone)) return scored;
+    }
+  };
+  const scored = strictHistory
+    ? await drawAndScore(async (draw) => strictHistory.slice(0, draw), platform.db)
+    : strict
+      ? await drawAndScore((draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), platform.db)
+      : await repo.withNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW, drawAndScore);
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
   const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
@@ -148,10 +154,12 @@ const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.en
  * version's frozen taxonomy and multipliers, without recency or usage. It is a few multiplications
  * a candidate, so it runs here: handing a draw to the CPU pool copied the candidates to a thread
  * and their factors back, 0.68 ms for 64 candidates and 15.4 ms for 4,096 against 0.13 and 0.49
- * ms computed in place (measured on 2 cores), and the copying held the event loop too.
+ * ms computed in place (measured on 2 cores), and the copying held the event loop too. `versions`
+ * keeps the entry versions read for earlier batches of the same recall.
  */
 async function score(
-  platform: GatewayServices,
+  q: Queryable,
+  versions: Map<string, repo.RankedVersion>,
   brain: repo.BrainRow,
   native: Pick<Scored, 'candidate' | 'mount' | 'packEntryId'>[],
   fromReferences: Omit<Scored, 'factors' | 'droppedBy'>[],
@@ -159,10 +167,11 @@ async function score(
   now: number,
   graphs: MountedGraphs,
 ): Promise<Scored[]> {
-  const entries = await repo.versionsByIds(platform.db, [...new Set(native.map((row) => String(row.candidate.version_id)))]);
+  const unread = [...new Set(native.map((row) => String(row.candidate.version_id)))].filter((id) => !versions.has(id));
+  for (const [id, version] of await repo.versionsByIds(q, unread)) versions.set(id, version);
   const rows: Omit<Scored, 'factors' | 'droppedBy'>[] = [
     ...native.map((row) => {
-      const entry = entries.get(String(row.candidate.version_id))!;
+      const entry = versions.get(String(row.candidate.version_id))!;
       const mount = entry.source_mount_id ? (materialized.get(entry.source_mount_id) ?? null) : null;
       return { ...row, entry, mount, packEntryId: mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null };
     }),

@@ -297,31 +297,60 @@ export function scopeSql(filter: ScopeFilter, firstParam: number, column = 'c.sc
   return { sql: `${column} = ANY($${firstParam})`, params: [filter.scopes] };
 }
 
+/** Everything drawn so far, nearest first: `total` chunks, or fewer when the space has no more. */
+export type NearestDraw = (total: number) => Promise<ChunkCandidate[]>;
+
 /**
- * The `limit` chunks nearest the query among the current chunks of a space (HNSW), or, as of an
- * instant, among the chunks valid then (an exact scan: history has no index).
+ * The chunks nearest the query among the current chunks of a space (HNSW), or, as of an instant,
+ * among the chunks valid then (an exact scan: history has no index), read as recall asks for more.
+ * A cursor over pgvector's iterative scan resumes the graph walk where the last batch stopped,
+ * where a second query with a larger LIMIT walked the graph again from its entry point. `most`
+ * bounds the draw, and so the plan's cost: unbounded, the estimate passed PostgreSQL's JIT
+ * threshold and each recall spent about 5 ms compiling (measured at 100,000 chunks). `work` runs
+ * inside the cursor's transaction and may read through `client`.
  */
-export async function nearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embedding_dims'>, space: number, query: string, filter: ScopeFilter, limit: number, asOf: Date | null): Promise<ChunkCandidate[]> {
+export async function withNearestChunks<T>(
+  db: Db,
+  brain: Pick<BrainRow, 'id' | 'embedding_dims'>,
+  space: number,
+  query: string,
+  filter: ScopeFilter,
+  asOf: Date | null,
+  most: number,
+  work: (draw: NearestDraw, client: Queryable) => Promise<T>,
+): Promise<T> {
   const { cast } = vectorCast(brain.embedding_dims);
-  const scopes = scopeSql(filter, 3);
-  const validity = asOf === null ? 'c.valid_to IS NULL' : `c.valid_from <= $${3 + scopes.params.length} AND (c.valid_to IS NULL OR c.valid_to > $${3 + scopes.params.length})`;
-  const params: unknown[] = [query, limit, ...scopes.params, ...(asOf === null ? [] : [asOf])];
-  const rows = await withTransaction(db, async (client) => {
+  const scopes = scopeSql(filter, 2);
+  const validity = asOf === null ? 'c.valid_to IS NULL' : `c.valid_from <= $${2 + scopes.params.length} AND (c.valid_to IS NULL OR c.valid_to > $${2 + scopes.params.length})`;
+  const params: unknown[] = [query, ...scopes.params, ...(asOf === null ? [] : [asOf])];
+  return withTransaction(db, async (client) => {
     // The HNSW index is the plan: without these PostgreSQL reads every row of the space through a
     // btree and sorts it whenever it asks for more than a few dozen (measured 32 ms against 4 ms at
-    // 5,000 chunks). An iterative scan keeps walking the graph until `limit` chunks pass the filter.
+    // 5,000 chunks). The iterative scan keeps walking the graph while chunks are fetched.
     const planner = asOf === null ? 'SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off;' : '';
-    await client.query(`${planner} SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(BRAIN_HNSW.efSearch, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
-    return (await client.query<ChunkCandidate>(
-      `SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine
+    await client.query(`${planner} SET LOCAL hnsw.ef_search = ${BRAIN_HNSW.efSearch}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
+    await client.query(
+      `DECLARE nearest NO SCROLL CURSOR FOR
+       SELECT c.version_id, c.chunk_index, c.entry_id, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine
        FROM ${partitionOf(brain.id)} c
        WHERE c.space = ${Number(space)} AND ${validity} AND ${scopes.sql}
-       ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
+       ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT ${Number(most)}`,
       params,
-    )).rows;
+    );
+    const drawn: ChunkCandidate[] = [];
+    let exhausted = false;
+    const draw: NearestDraw = async (total) => {
+      const wanted = Math.floor(total) - drawn.length;
+      if (exhausted || wanted <= 0) return drawn.slice(0, total);
+      const { rows } = await client.query<ChunkCandidate>(`FETCH FORWARD ${wanted} FROM nearest`);
+      exhausted = rows.length < wanted;
+      for (const row of rows) drawn.push({ ...row, cosine: Number(row.cosine) });
+      // An iterative scan returns its chunks nearly in order; callers rely on exactly.
+      drawn.sort((a, b) => b.cosine - a.cosine);
+      return [...drawn];
+    };
+    return work(draw, client);
   });
-  // An iterative scan returns its chunks nearly in order; callers rely on exactly.
-  return rows.map((row) => ({ ...row, cosine: Number(row.cosine) })).sort((a, b) => b.cosine - a.cosine);
 }
 
 export interface SealedChunk {
