@@ -287,10 +287,13 @@ export async function recallHits(db: Queryable, query: RecallQuery): Promise<Rec
        SELECT reach.node_id FROM reach JOIN hive.nodes n ON n.id = reach.node_id
         WHERE $2::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE n.path = p OR starts_with(n.path, p || '/'))
      ),
+     -- The text index is searched once and its matches kept if their node is in scope: joined to
+     -- \`scoped\` (estimated at one row) the planner searched it once a node (100 searches, 23 of 32
+     -- ms at the bench's p95).
      text_hits AS (
        SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.search, q) DESC, m.id) AS rnk
-         FROM hive.memories m JOIN scoped s ON s.node_id = m.node_id, websearch_to_tsquery('english', $5) q
-        WHERE ${filters} AND m.search @@ q
+         FROM hive.memories m, websearch_to_tsquery('english', $5) q
+        WHERE ${filters} AND m.search @@ q AND m.node_id = ANY (ARRAY(SELECT node_id FROM scoped))
         ORDER BY rnk LIMIT $9
      ),
      -- The meaning side in two steps (migration 032): the reachable memories embedded with the
