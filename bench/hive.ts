@@ -13,8 +13,9 @@
  * person is a member of the first project, so reaches a tenth of the nodes and of the memories.
  * Queries are two to four words of a memory the person reaches (seven in ten) or a few words of
  * one of the corpus's topics (which may match nothing). Where recall's time
- * goes: the same queries through recallHits (the one SQL statement of a recall) in this process
- * with their vectors given, and that statement's plan (EXPLAIN ANALYZE) for one of them.
+ * goes: the same queries through rankedHits (recall's two statements, text and meaning, side by
+ * side) in this process with their vectors given, and the plans (EXPLAIN ANALYZE) of the median
+ * and p95 queries' statements.
  * Everything the run made is deleted at its end (BENCH_HIVE_KEEP=1 keeps it). BENCH_HIVE_MEMORIES, BENCH_HIVE_NODES,
  * BENCH_HIVE_QUERIES, BENCH_HIVE_WRITES and BENCH_HIVE_CONCURRENCY change the sizes.
  */
@@ -24,8 +25,8 @@ import { loadConfig } from '../shared/config.js';
 import { createPool, type Queryable } from '../shared/db/pool.js';
 import { deterministicEmbedding } from '../shared/emulator/embeddings.js';
 import { HIVE_EMBED_QUEUE, hiveEmbeddingModel } from '../shared/hive/embedding.js';
-import { recallHits, shortlistSize, signsDistanceSql } from '../shared/hive/memory-repository.js';
-import { MEANING_FLOOR } from '../shared/hive/recall.js';
+import { meaningHits, shortlistSize, signsDistanceSql, textHits } from '../shared/hive/memory-repository.js';
+import { MEANING_FLOOR, rankedHits } from '../shared/hive/recall.js';
 import { createLogger } from '../shared/logger.js';
 import { createRedis } from '../shared/platform/redis.js';
 import { freePort, stopChild } from '../scripts/lib/local-services.js';
@@ -154,9 +155,8 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     for (const query of warmup) await post(url, '/v1/recall', person, { query: query.text, limit: RECALL_LIMIT });
     const http = await latencies(measured, async (text) => answers.push(await post(url, '/v1/recall', person, { query: text, limit: RECALL_LIMIT })));
     const vectorOf = new Map(queries.map((query) => [query.text, query.vector]));
-    const recallQuery = (text: string, on: Queryable = db) => recallHits(on, {
-      tokenId: who.token.id, text, nodePaths: null, scope: null, kinds: null, vector: vectorOf.get(text)!, model: model.id, meaningFloor: MEANING_FLOOR, pool: RECALL_LIMIT * 5,
-    });
+    const personReach = { tokenId: who.token.id, nodePaths: null, scope: null, kinds: null };
+    const recallQuery = (text: string) => rankedHits(db, personReach, { text, vector: vectorOf.get(text)!, model: model.id, pool: RECALL_LIMIT * 5 });
     for (const query of warmup) await recallQuery(query.text);
     const sql = await latencies(measured, (text) => recallQuery(text));
     // What the sign-bit shortlist costs in quality: of the exact nearest ten by cosine in the
@@ -182,7 +182,7 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     const hits = answers.map((answer) => answer.data.length);
     table(SECTION, `recall, ${at}: ${options.queries} queries of 2-5 words one after another, limit ${RECALL_LIMIT}`, [
       { what: 'POST /v1/recall over HTTP (query embedded by the emulator in its own process)', 'p50 ms': http.p50.toFixed(1), 'p95 ms': http.p95.toFixed(1), 'p99 ms': http.p99.toFixed(1) },
-      { what: 'its SQL alone: recallHits in this process, vector given', 'p50 ms': sql.p50.toFixed(1), 'p95 ms': sql.p95.toFixed(1), 'p99 ms': sql.p99.toFixed(1) },
+      { what: 'its SQL alone: rankedHits in this process, vector given', 'p50 ms': sql.p50.toFixed(1), 'p95 ms': sql.p95.toFixed(1), 'p99 ms': sql.p99.toFixed(1) },
     ]);
     table(SECTION, 'what the recalls found', [{
       'hits a query (mean)': (hits.reduce((sum, n) => sum + n, 0) / hits.length).toFixed(1),
@@ -196,8 +196,15 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     const byTime = measured.map((query, index) => ({ query, ms: sql.times[index]! })).sort((a, b) => a.ms - b.ms);
     for (const [label, at] of [['median', 0.5], ['p95', 0.95]] as const) {
       const { query, ms } = byTime[Math.min(byTime.length - 1, Math.floor(at * byTime.length))]!;
-      const plan = (await recallQuery(query.text, { query: (text: string, values?: unknown[]) => db.query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values) } as unknown as Queryable)) as unknown as Record<string, string>[];
-      console.log(`recallHits plan of the ${label} query "${query.text}" (${ms.toFixed(1)} ms when timed):\n${plan.map((row) => Object.values(row)[0]!.replace(/'\[[^\]]*\]'::vector/g, "'[…]'::vector")).join('\n')}`);
+      const explain = { query: (text: string, values?: unknown[]) => db.query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values) } as unknown as Queryable;
+      const plans = [
+        ['text', await textHits(explain, personReach, query.text, RECALL_LIMIT * 5)],
+        ['meaning', await meaningHits(explain, personReach, { vector: vectorOf.get(query.text)!, model: model.id, meaningFloor: MEANING_FLOOR, pool: RECALL_LIMIT * 5 })],
+      ] as const;
+      for (const [side, plan] of plans) {
+        const lines = (plan as unknown as Record<string, string>[]).map((row) => Object.values(row)[0]!.replace(/'\[[^\]]*\]'::vector/g, "'[…]'::vector"));
+        console.log(`${side} side plan of the ${label} query "${query.text}" (${ms.toFixed(1)} ms both sides when timed):\n${lines.join('\n')}`);
+      }
     }
 
     // ---- remember ----

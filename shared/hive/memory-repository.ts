@@ -235,26 +235,25 @@ export async function storeEmbedding(db: Queryable, id: string, version: number,
   return rowCount === 1;
 }
 
-export interface RecallQuery {
+/** Where a recall looks: the token's reach, narrowed by nodes, scope and kinds. */
+export interface RecallReach {
   tokenId: string;
-  text: string;
   /** Paths (`path` column) of the nodes to search below; null: the whole reach. */
   nodePaths: string[] | null;
   scope: string | null;
   kinds: string[] | null;
-  vector: number[] | null;
-  model: string;
-  meaningFloor: number;
-  pool: number;
 }
 
-export interface RecallHit {
+/** A memory one side of recall (text or meaning) ranked, with what the boosts read. */
+export interface SideHit {
   id: string;
-  superseded_by: string | null;
-  score: number;
-  by_text: boolean;
-  by_meaning: boolean;
+  /** 1 for the side's best match. */
+  rnk: number;
   similarity: number | null;
+  superseded_by: string | null;
+  pinned: boolean;
+  updated_at: Date;
+  verified_at: Date | null;
 }
 
 /**
@@ -270,65 +269,58 @@ export const shortlistSize = (pool: number): number => Math.max(SHORTLIST_FLOOR,
 export const signsDistanceSql = (vector: string): string =>
   `m.embedding_signs <%> (binary_quantize(${vector}::vector)::bit varying || binary_quantize((${vector}::vector - ${vector}::vector) - ${vector}::vector)::bit varying)`;
 
-/**
- * Ranked retrieval inside the reach: the best full-text matches (websearch syntax: every word, or
- * "quoted phrases", `or`, `-word`) and the nearest vectors above a similarity floor are fused by
- * reciprocal rank (k = 60), then boosted: pinned x1.5, recently written up to x1.25 (30-day
- * decay), recently verified up to x1.2 (90-day decay). Superseded memories are candidates too:
- * the caller resolves them onto what replaced them.
- */
-export async function recallHits(db: Queryable, query: RecallQuery): Promise<RecallHit[]> {
-  const filters = `m.forgotten_at IS NULL
-    AND ($3::text IS NULL OR m.scope = $3 OR starts_with(m.scope, $3 || '/'))
-    AND ($4::text[] IS NULL OR m.kind = ANY($4::text[]))`;
-  const { rows } = await db.query<RecallHit>(
-    `WITH ${REACH_CTE},
+/** The reach's nodes under the recall's node paths (`$1` the token, `$2` the paths), and the filters every side applies (`$3` scope, `$4` kinds). */
+const SCOPED_CTE = `${REACH_CTE},
      scoped AS (
        SELECT reach.node_id FROM reach JOIN hive.nodes n ON n.id = reach.node_id
         WHERE $2::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE n.path = p OR starts_with(n.path, p || '/'))
-     ),
-     -- The text index is searched once and its matches kept if their node is in scope: joined to
-     -- \`scoped\` (estimated at one row) the planner searched it once a node (100 searches, 23 of 32
-     -- ms at the bench's p95).
-     text_hits AS (
-       SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.search, q) DESC, m.id) AS rnk
-         FROM hive.memories m, websearch_to_tsquery('english', $5) q
-        WHERE ${filters} AND m.search @@ q AND m.node_id = ANY (ARRAY(SELECT node_id FROM scoped))
-        ORDER BY rnk LIMIT $9
-     ),
-     -- The meaning side in two steps (migration 032): the reachable memories embedded with the
-     -- query's model, ordered by the Jaccard distance of their sign signatures to the query's (read
-     -- from an index alone), then the nearest few hundred scored by their exact cosine. Only those
-     -- few vectors are read.
+     )`;
+const RECALL_FILTERS = `m.forgotten_at IS NULL
+    AND ($3::text IS NULL OR m.scope = $3 OR starts_with(m.scope, $3 || '/'))
+    AND ($4::text[] IS NULL OR m.kind = ANY($4::text[]))`;
+const reachParams = (reach: RecallReach) => [reach.tokenId, reach.nodePaths, reach.scope, reach.kinds];
+const BOOST_COLUMNS = 'm.superseded_by, m.pinned, m.updated_at, m.verified_at';
+
+/**
+ * The best `pool` full-text matches inside the reach (websearch syntax: every word, "quoted
+ * phrases", `or`, `-word`). Superseded memories are candidates too: the caller resolves them onto
+ * what replaced them. The text index is searched once and its matches kept if their node is in
+ * scope: joined to `scoped` (estimated at one row) the planner searched it once a node (100
+ * searches, 23 of 32 ms at the bench's p95).
+ */
+export async function textHits(db: Queryable, reach: RecallReach, text: string, pool: number): Promise<SideHit[]> {
+  const { rows } = await db.query<SideHit>(
+    `WITH ${SCOPED_CTE}
+     SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.search, q) DESC, m.id)::int AS rnk, NULL::float8 AS similarity, ${BOOST_COLUMNS}
+       FROM hive.memories m, websearch_to_tsquery('english', $5) q
+      WHERE ${RECALL_FILTERS} AND m.search @@ q AND m.node_id = ANY (ARRAY(SELECT node_id FROM scoped))
+      ORDER BY rnk LIMIT $6`,
+    [...reachParams(reach), text, pool],
+  );
+  return rows;
+}
+
+/**
+ * The nearest `pool` memories above the similarity floor inside the reach, in two steps (migration
+ * 032): the reachable memories embedded with the query's model, ordered by the Jaccard distance of
+ * their sign signatures to the query's (read from an index alone), then the nearest few hundred
+ * scored by their exact cosine. Only those few vectors are read.
+ */
+export async function meaningHits(db: Queryable, reach: RecallReach, search: { vector: number[]; model: string; meaningFloor: number; pool: number }): Promise<SideHit[]> {
+  const { rows } = await db.query<SideHit>(
+    `WITH ${SCOPED_CTE},
      shortlist AS (
        SELECT m.id
          FROM hive.memories m JOIN scoped s ON s.node_id = m.node_id
-        WHERE $6::vector IS NOT NULL AND m.embedding_model = $7 AND length(m.embedding_signs) = 2 * vector_dims($6::vector) AND ${filters}
-        ORDER BY ${signsDistanceSql('$6')}, m.id
-        LIMIT $10
-     ),
-     vector_hits AS (
-       SELECT id, similarity, row_number() OVER (ORDER BY similarity DESC, id) AS rnk
-         FROM (SELECT m.id, 1 - (m.embedding <=> $6::vector) AS similarity FROM shortlist c JOIN hive.memories m ON m.id = c.id) v
-        WHERE similarity >= $8
-        ORDER BY rnk LIMIT $9
-     ),
-     fused AS (
-       SELECT id, sum(1.0 / (60 + rnk)) AS rrf, bool_or(by_text) AS by_text, bool_or(NOT by_text) AS by_meaning, max(similarity) AS similarity
-         FROM (SELECT id, rnk, true AS by_text, NULL::float8 AS similarity FROM text_hits
-               UNION ALL SELECT id, rnk, false, similarity FROM vector_hits) h
-        GROUP BY id
+        WHERE m.embedding_model = $6 AND length(m.embedding_signs) = 2 * vector_dims($5::vector) AND ${RECALL_FILTERS}
+        ORDER BY ${signsDistanceSql('$5')}, m.id
+        LIMIT $9
      )
-     SELECT m.id, m.superseded_by, f.by_text, f.by_meaning, f.similarity,
-            (f.rrf
-              * CASE WHEN m.pinned THEN 1.5 ELSE 1 END
-              * (1 + 0.25 * exp(-extract(epoch FROM now() - m.updated_at) / (30 * 86400)))
-              * CASE WHEN m.verified_at IS NULL THEN 1 ELSE 1 + 0.2 * exp(-extract(epoch FROM now() - m.verified_at) / (90 * 86400)) END
-            )::float8 AS score
-       FROM fused f JOIN hive.memories m ON m.id = f.id
-      ORDER BY score DESC, m.id
-      LIMIT $9`,
-    [query.tokenId, query.nodePaths, query.scope, query.kinds, query.text, query.vector ? `[${query.vector.join(',')}]` : null, query.model, query.meaningFloor, query.pool, shortlistSize(query.pool)],
+     SELECT id, row_number() OVER (ORDER BY similarity DESC, id)::int AS rnk, similarity, superseded_by, pinned, updated_at, verified_at
+       FROM (SELECT m.id, 1 - (m.embedding <=> $5::vector) AS similarity, ${BOOST_COLUMNS} FROM shortlist c JOIN hive.memories m ON m.id = c.id) v
+      WHERE similarity >= $7
+      ORDER BY rnk LIMIT $8`,
+    [...reachParams(reach), `[${search.vector.join(',')}]`, search.model, search.meaningFloor, search.pool, shortlistSize(search.pool)],
   );
   return rows;
 }

@@ -1,4 +1,5 @@
 import type { HiveServices } from '../composition/hive.js';
+import type { Db } from '../db/pool.js';
 import { nodeWithRole, type HiveCredential } from './access.js';
 import { embedWith, hiveEmbeddingModel } from './embedding.js';
 import { formatMemory } from './memories.js';
@@ -28,29 +29,24 @@ export interface RecallInput {
 export async function recall(hive: Pick<HiveServices, 'db' | 'config' | 'providers' | 'logger'>, credential: HiveCredential, input: RecallInput) {
   const nodePaths = input.nodes ? await Promise.all(input.nodes.map(async (ref) => (await nodeWithRole(hive.db, credential, ref, 'reader')).path)) : null;
   const model = hiveEmbeddingModel(hive.config);
-  let vector: number[] | null = null;
   let tokens = 0;
-  try {
-    const embedded = await embedWith(hive.providers, model, [input.query], AbortSignal.timeout(10_000));
-    [vector = null] = embedded.embeddings;
-    tokens = embedded.usage.inputTokens;
-  } catch (error) {
-    hive.logger.warn({ err: error }, 'hive recall could not embed its query; ranking by text alone');
-  }
-
-  const pool = Math.min(100, input.limit * 5);
+  const embedding = embedWith(hive.providers, model, [input.query], AbortSignal.timeout(10_000)).then(
+    (embedded) => {
+      tokens = embedded.usage.inputTokens;
+      return embedded.embeddings[0] ?? null;
+    },
+    (error: unknown) => {
+      hive.logger.warn({ err: error }, 'hive recall could not embed its query; ranking by text alone');
+      return null;
+    },
+  );
+  const reach = { tokenId: credential.tokenId, nodePaths, scope: input.scope ?? null, kinds: input.kinds ?? null };
   // Charged beside the search, never refused: a recall is a read, and reads work while suspended.
-  const [hits] = await Promise.all([repo.recallHits(hive.db, {
-    tokenId: credential.tokenId,
-    text: input.query,
-    nodePaths,
-    scope: input.scope ?? null,
-    kinds: input.kinds ?? null,
-    vector,
-    model: model.id,
-    meaningFloor: MEANING_FLOOR,
-    pool,
-  }), chargeRecall(hive.db, hive.config, credential.orgId, tokens)]);
+  const [hits] = await Promise.all([
+    rankedHits(hive.db, reach, { text: input.query, vector: embedding, model: model.id, pool: Math.min(100, input.limit * 5) }),
+    embedding.then(() => chargeRecall(hive.db, hive.config, credential.orgId, tokens)),
+  ]);
+  const vector = await embedding;
 
   const finalOf = await resolveSupersession(hive, credential, hits);
   const merged = new Map<string, { score: number; byText: boolean; byMeaning: boolean; similarity: number | null; resolvedFrom: string[] }>();
@@ -84,7 +80,7 @@ export async function recall(hive: Pick<HiveServices, 'db' | 'config' | 'provide
  * For each superseded hit, the last live memory of its chain of replacements that the caller can
  * reach; a chain that leaves the reach, or ends in a tombstone, stops at the last memory before.
  */
-async function resolveSupersession(hive: Pick<HiveServices, 'db'>, credential: HiveCredential, hits: repo.RecallHit[]): Promise<Map<string, string>> {
+async function resolveSupersession(hive: Pick<HiveServices, 'db'>, credential: HiveCredential, hits: RecallHit[]): Promise<Map<string, string>> {
   const finalOf = new Map<string, string>();
   let frontier = new Map<string, string>(); // origin -> next replacement to look up
   for (const hit of hits) if (hit.superseded_by) frontier.set(hit.id, hit.superseded_by);
@@ -101,3 +97,48 @@ async function resolveSupersession(hive: Pick<HiveServices, 'db'>, credential: H
   }
   return finalOf;
 }
+
+export interface RecallHit {
+  id: string;
+  superseded_by: string | null;
+  score: number;
+  by_text: boolean;
+  by_meaning: boolean;
+  similarity: number | null;
+}
+
+/**
+ * Ranked retrieval inside the reach: the best full-text matches and the nearest vectors above the
+ * similarity floor, fused by reciprocal rank (k = 60), then boosted: pinned x1.5, recently written
+ * up to x1.25 (30-day decay), recently verified up to x1.2 (90-day decay). The two sides run side
+ * by side on their own connections, the text side while the query is still being embedded: one
+ * statement ran them one after the other (bench/hive.ts). A null vector ranks by text alone.
+ */
+export async function rankedHits(db: Db, reach: repo.RecallReach, search: { text: string; vector: Promise<number[] | null> | number[] | null; model: string; pool: number }): Promise<RecallHit[]> {
+  const [text, meaning] = await Promise.all([
+    repo.textHits(db, reach, search.text, search.pool),
+    Promise.resolve(search.vector).then((vector) => (vector ? repo.meaningHits(db, reach, { vector, model: search.model, meaningFloor: MEANING_FLOOR, pool: search.pool }) : [])),
+  ]);
+  const now = Date.now();
+  const fused = new Map<string, RecallHit & { rrf: number; boost: number }>();
+  for (const [hits, byText] of [[text, true], [meaning, false]] as const) {
+    for (const hit of hits) {
+      const entry = fused.get(hit.id) ?? { id: hit.id, superseded_by: hit.superseded_by, score: 0, by_text: false, by_meaning: false, similarity: null, rrf: 0, boost: boost(hit, now) };
+      entry.rrf += 1 / (60 + hit.rnk);
+      if (byText) entry.by_text = true;
+      else entry.by_meaning = true;
+      if (hit.similarity !== null) entry.similarity = Number(hit.similarity);
+      fused.set(hit.id, entry);
+    }
+  }
+  return [...fused.values()]
+    .map(({ rrf, boost: factor, ...hit }) => ({ ...hit, score: rrf * factor }))
+    .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    .slice(0, search.pool);
+}
+
+const DAY_SECONDS = 86_400;
+const boost = (hit: repo.SideHit, now: number) =>
+  (hit.pinned ? 1.5 : 1) *
+  (1 + 0.25 * Math.exp(-(now - hit.updated_at.getTime()) / 1000 / (30 * DAY_SECONDS))) *
+  (hit.verified_at === null ? 1 : 1 + 0.2 * Math.exp(-(now - hit.verified_at.getTime()) / 1000 / (90 * DAY_SECONDS)));
