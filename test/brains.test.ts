@@ -226,6 +226,8 @@ describe('recall', () => {
       { entry_id: 'answer', class: 'memory', type: 'decision', body: 'The platform team rotates database credentials every ninety days.' },
     ];
     for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    // Statistics make it a small space, searched with the narrow beam and a first draw of 64 (else autovacuum decides when).
+    await gateway.platform.db.query(`ANALYZE ${partitionOf(brain.id)}`);
 
     const found = (await recall(brain.id, { query: 'How often are the database credentials rotated?', explain: true })).body.data;
     expect(found[0].entry_id).toBe('answer');

@@ -26,7 +26,6 @@ import type { recallBody } from './schemas.js';
  */
 export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
-const FIRST_DRAW = 256;
 const DRAW_GROWTH = 2;
 const MAX_DRAW = 4_096;
 
@@ -61,15 +60,15 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
   // Candidates are drawn in growing batches from every source until each is done.
-  const drawAndScore = async (drawNative: repo.NearestDraw, q: Queryable): Promise<Scored[]> => {
+  const drawAndScore = async ({ draw: drawNative, firstDraw, client }: repo.NearestChunks): Promise<Scored[]> => {
     const versions = new Map<string, repo.RankedVersion>();
-    for (let draw = FIRST_DRAW; ; draw *= DRAW_GROWTH) {
+    for (let draw = firstDraw; ; draw *= DRAW_GROWTH) {
       const [candidates, fromMounts] = await Promise.all([
         drawNative(draw),
         Promise.all(references.map((mount) => drawFromMount(platform, brain.id, mount, querySql, filter, draw))),
       ]);
       const native = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-      const scored = await score(q, versions, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
+      const scored = await score(client, versions, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
       // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
@@ -80,9 +79,9 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     }
   };
   const scored = strictHistory
-    ? await drawAndScore(async (draw) => strictHistory.slice(0, draw), platform.db)
+    ? await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db })
     : strict
-      ? await drawAndScore((draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), platform.db)
+      ? await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db })
       : await repo.withNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW, drawAndScore);
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
