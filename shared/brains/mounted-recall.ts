@@ -82,22 +82,36 @@ export async function mountedGraphs(platform: Pick<GatewayServices, 'db'>, nativ
   return { store, ofVersion: (versionId) => graphs.get(versionId) ?? NOTHING_NAMED };
 }
 
-/** A reference mount's `limit` rows nearest the query among those that land in the recall's scopes, as candidates at their target scopes. */
-export async function drawFromMount(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, limit: number): Promise<{ rows: Omit<Scored, 'factors' | 'droppedBy'>[]; drawn: number; lastCosine: number }> {
-  const drawn = await packs.nearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), limit);
-  const facts = await packs.packEntryFacts(platform.db, mount.version_id, [...new Set(drawn.map((chunk) => chunk.entry_id))]);
-  const rows = drawn.flatMap((chunk) => {
-    const target = remapScope(mount.scope_map, chunk.scope);
-    const fact = facts.get(chunk.entry_id);
-    if (target === null || !fact || !repo.scopeMatches(filter, target)) return [];
-    const entry: repo.RankedVersion = {
-      version_id: mount.version_id, brain_id: brainId, entry_id: chunk.entry_id, scope: target, class: fact.class, type: fact.type, body_bytes: '0', trust: fact.trust,
-      origin: 'reference', source_mount_id: mount.mount_id, source: fact.source, use_count: 0, last_used: null, created_at: fact.created_at, updated_at: fact.updated_at,
-      valid_from: fact.created_at, valid_to: null, chunks: 0,
-    };
-    return [{ candidate: { version_id: mount.version_id, chunk_index: chunk.chunk_index, entry_id: chunk.entry_id, scope: target, cosine: chunk.cosine }, entry, mount, packEntryId: chunk.entry_id }];
-  });
-  return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
+/** A reference mount's rows drawn so far: those that land in the recall's scopes, as candidates at their target scopes. */
+export interface MountDraw {
+  rows: Omit<Scored, 'factors' | 'droppedBy'>[];
+  /** Chunks drawn from the version, in scope or not. */
+  drawn: number;
+  lastCosine: number;
+}
+
+/** A reference mount's version searched nearest first, drawn from as recall asks (a cursor: close it). */
+export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number) {
+  const cursor = await packs.openNearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), most);
+  const facts = new Map<string, packs.PackEntryFacts>();
+  const draw = async (total: number): Promise<MountDraw> => {
+    const drawn = await cursor.draw(total);
+    const unread = [...new Set(drawn.map((chunk) => chunk.entry_id))].filter((entryId) => !facts.has(entryId));
+    for (const [entryId, fact] of await packs.packEntryFacts(cursor.client, mount.version_id, unread)) facts.set(entryId, fact);
+    const rows = drawn.flatMap((chunk) => {
+      const target = remapScope(mount.scope_map, chunk.scope);
+      const fact = facts.get(chunk.entry_id);
+      if (target === null || !fact || !repo.scopeMatches(filter, target)) return [];
+      const entry: repo.RankedVersion = {
+        version_id: mount.version_id, brain_id: brainId, entry_id: chunk.entry_id, scope: target, class: fact.class, type: fact.type, body_bytes: '0', trust: fact.trust,
+        origin: 'reference', source_mount_id: mount.mount_id, source: fact.source, use_count: 0, last_used: null, created_at: fact.created_at, updated_at: fact.updated_at,
+        valid_from: fact.created_at, valid_to: null, chunks: 0,
+      };
+      return [{ candidate: { version_id: mount.version_id, chunk_index: chunk.chunk_index, entry_id: chunk.entry_id, scope: target, cosine: chunk.cosine }, entry, mount, packEntryId: chunk.entry_id }];
+    });
+    return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
+  };
+  return { draw, close: cursor.close };
 }
 
 /**
@@ -123,7 +137,18 @@ async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.Brai
   const mounted = rows.filter((item) => item.mount !== null && item.packEntryId !== null);
   if (native.length === 0 || mounted.length === 0) return new Set();
   const nativeIds = [...new Set(native.map((item) => item.entry.entry_id))];
-  const [nativeTitles, nativeNames] = await Promise.all([nativeTitlesOf(platform, brain, keys, nativeIds), learned.entityNamesOfEntries(platform.db, brain.id, nativeIds)]);
+  const byVersion = new Map<string, Scored[]>();
+  for (const item of mounted) byVersion.set(item.mount!.version_id, [...(byVersion.get(item.mount!.version_id) ?? []), item]);
+  // Every read at once: the native rows' titles and entity names, and each version's facts and names.
+  const [nativeTitles, nativeNames, ofVersions] = await Promise.all([
+    nativeTitlesOf(platform, brain, keys, nativeIds),
+    learned.entityNamesOfEntries(platform.db, brain.id, nativeIds),
+    Promise.all([...byVersion].map(async ([versionId, items]) => {
+      const packIds = [...new Set(items.map((item) => item.packEntryId!))];
+      const [facts, names] = await Promise.all([packs.packEntryFacts(platform.db, versionId, packIds), packs.packEntityNames(platform.db, versionId, packIds)]);
+      return { items, facts, names };
+    })),
+  ]);
   const nativeByScope = new Map<string, { ids: Set<string>; titles: Set<string>; names: Set<string> }>();
   for (const item of native) {
     const at = nativeByScope.get(item.entry.scope) ?? { ids: new Set(), titles: new Set(), names: new Set() };
@@ -134,11 +159,7 @@ async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.Brai
   }
   const supersededIds = new Set(nativeIds);
   const twins = new Set<Scored>();
-  const byVersion = new Map<string, Scored[]>();
-  for (const item of mounted) byVersion.set(item.mount!.version_id, [...(byVersion.get(item.mount!.version_id) ?? []), item]);
-  for (const [versionId, items] of byVersion) {
-    const packIds = [...new Set(items.map((item) => item.packEntryId!))];
-    const [facts, names] = await Promise.all([packs.packEntryFacts(platform.db, versionId, packIds), packs.packEntityNames(platform.db, versionId, packIds)]);
+  for (const { items, facts, names } of ofVersions) {
     for (const item of items) {
       if (supersededIds.has(item.packEntryId!)) {
         twins.add(item);

@@ -2,7 +2,7 @@ import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
-import { likePrefix, partitionOf, type EntryRow } from './repository.js';
+import { likePrefix, openNearestCursor, partitionOf, type EntryRow, type NearestCursor } from './repository.js';
 
 /** SQL of packs, their versions and grants (migrations/025_brain_packs.sql). */
 
@@ -332,24 +332,22 @@ export interface PackCandidate {
   cosine: number;
 }
 
-/** The `limit` chunks of a plaintext version nearest the query among the given source scopes (its HNSW index once built). */
-export async function nearestPackChunks(db: Db, versionId: string, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, limit: number): Promise<PackCandidate[]> {
+/** The chunks of a plaintext version nearest the query among the given source scopes (its HNSW index once built), as a cursor of at most `most`. */
+export function openNearestPackChunks(db: Db, versionId: string, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, most: number): Promise<NearestCursor<PackCandidate>> {
   const { cast } = vectorCast(dims);
-  const scoped = filter === null ? 'true' : `(c.scope = ANY($3) OR c.scope LIKE ANY($4))`;
-  const params: unknown[] = [query, limit, ...(filter === null ? [] : [filter.scopes, filter.prefixes.map((prefix) => `${likePrefix(prefix)}/%`)])];
-  return withTransaction(db, async (client) => {
-    // As the brain's own search (repository.ts nearestChunks): left to itself PostgreSQL reads and sorts the whole version (measured 84-91 ms against 22-26 ms at 10,000 chunks).
-    await client.query(`SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL hnsw.ef_search = ${Math.min(1_000, Math.max(300, limit))}; SET LOCAL hnsw.iterative_scan = relaxed_order`);
-    return (await client.query<PackCandidate>(
-      `SELECT c.entry_id, c.chunk_index, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine FROM ${versionPartitionOf(versionId)} c
-       WHERE ${scoped} ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT $2`,
-      params,
-    )).rows;
+  const scoped = filter === null ? 'true' : `(c.scope = ANY($2) OR c.scope LIKE ANY($3))`;
+  return openNearestCursor<PackCandidate>(db, {
+    table: versionPartitionOf(versionId),
+    select: `SELECT c.entry_id, c.chunk_index, c.scope, 1 - (c.embedding::${cast} <=> $1::${cast}) AS cosine FROM ${versionPartitionOf(versionId)} c
+       WHERE ${scoped} ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT ${Number(most)}`,
+    params: [query, ...(filter === null ? [] : [filter.scopes, filter.prefixes.map((prefix) => `${likePrefix(prefix)}/%`)])],
   });
 }
 
-/** What recall shows and ranks of a version's entries: class, type, trust, provenance, title. */
-export async function packEntryFacts(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, Pick<PackEntryRow, 'entry_id' | 'scope' | 'class' | 'type' | 'trust' | 'source' | 'title' | 'title_sealed' | 'created_at' | 'updated_at'>>> {
+/** What recall shows and ranks of a version's entry: class, type, trust, provenance, title. */
+export type PackEntryFacts = Pick<PackEntryRow, 'entry_id' | 'scope' | 'class' | 'type' | 'trust' | 'source' | 'title' | 'title_sealed' | 'created_at' | 'updated_at'>;
+
+export async function packEntryFacts(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, PackEntryFacts>> {
   if (entryIds.length === 0) return new Map();
   const { rows } = await q.query(
     `SELECT entry_id, scope, class, type, trust, source, title, title_sealed, created_at, updated_at FROM brain_pack_entries WHERE version_id = $1 AND entry_id = ANY($2)`,

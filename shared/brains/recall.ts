@@ -9,7 +9,7 @@ import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery } from './entries.js';
-import { drawFromMount, mountedGraphs, mountsForRecall, selectWithMounts, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
+import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
 import { frozenTierWeight, rankingOf, tunedWeight } from './policy.js';
@@ -29,6 +29,7 @@ export const MAX_TOP_K = 100;
 const DRAW_GROWTH = 2;
 const MAX_DRAW = 4_096;
 
+type MountCursor = Awaited<ReturnType<typeof openMountDraw>>;
 
 /** `spent` adds up the query's embedding charge, for work that reports its cost (a learn pass). */
 export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, spent?: { micros: number }) {
@@ -40,11 +41,14 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
-  const mounts = await mountsForRecall(platform, brain.id);
-  // The entities the query names are looked up while the query is embedded.
-  const [query, graphs] = await Promise.all([
+  // The mounts, and the entities the query names, are looked up while the query is embedded.
+  const mountsRead = mountsForRecall(platform, brain.id);
+  const [query, mounts, graphs] = await Promise.all([
     embedQuery(platform, call, brain, body.query, spent),
-    queryGraph(platform.db, brain.id, filter, body.query).then((native) => (mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query))),
+    mountsRead,
+    Promise.all([queryGraph(platform.db, brain.id, filter, body.query), mountsRead]).then(([native, mounts]) =>
+      mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query),
+    ),
   ]);
   const graph = graphs.store;
   const now = asOf?.getTime() ?? Date.now();
@@ -60,15 +64,12 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
   // Candidates are drawn in growing batches from every source until each is done.
-  const drawAndScore = async ({ draw: drawNative, firstDraw, client }: repo.NearestChunks): Promise<Scored[]> => {
+  const drawAndScore = async (native: Pick<repo.NearestCursor<repo.ChunkCandidate>, 'draw' | 'firstDraw' | 'client'>, fromReferences: MountCursor[]): Promise<Scored[]> => {
     const versions = new Map<string, repo.RankedVersion>();
-    for (let draw = firstDraw; ; draw *= DRAW_GROWTH) {
-      const [candidates, fromMounts] = await Promise.all([
-        drawNative(draw),
-        Promise.all(references.map((mount) => drawFromMount(platform, brain.id, mount, querySql, filter, draw))),
-      ]);
-      const native = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-      const scored = await score(client, versions, brain, native, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
+    for (let draw = native.firstDraw; ; draw *= DRAW_GROWTH) {
+      const [candidates, fromMounts] = await Promise.all([native.draw(draw), Promise.all(fromReferences.map((mount) => mount.draw(draw)))]);
+      const nativeRows = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
+      const scored = await score(native.client, versions, brain, nativeRows, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
       // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
@@ -78,11 +79,26 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       if (draw >= MAX_DRAW || (nativeDone && mountsDone)) return scored;
     }
   };
-  const scored = strictHistory
-    ? await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db })
-    : strict
-      ? await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db })
-      : await repo.withNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW, drawAndScore);
+  const cursors: { close(): Promise<void> }[] = [];
+  let scored: Scored[];
+  try {
+    const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, brain.id, mount, querySql, filter, MAX_DRAW)));
+    for (const result of opened) if (result.status === 'fulfilled') cursors.push(result.value);
+    const failed = opened.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
+    const fromReferences = opened.map((result) => (result as PromiseFulfilledResult<MountCursor>).value);
+    if (strictHistory) {
+      scored = await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db }, fromReferences);
+    } else if (strict) {
+      scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db }, fromReferences);
+    } else {
+      const native = await repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW);
+      cursors.push(native);
+      scored = await drawAndScore(native, fromReferences);
+    }
+  } finally {
+    await Promise.all(cursors.map((cursor) => cursor.close()));
+  }
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
   const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
@@ -97,8 +113,10 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     ? (['class_filter', 'min_score', 'top_k'] as const).flatMap((reason) => scored.filter((item) => item.droppedBy === reason).sort(byScore)).slice(0, missesTopK)
     : [];
   const shown = [...hits, ...misses];
-  const contents = await repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate));
-  const liveContents = await liveMountContents(platform, shown.filter(isLive));
+  const [contents, liveContents] = await Promise.all([
+    repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate)),
+    liveMountContents(platform, shown.filter(isLive)),
+  ]);
   const format = (item: Scored, miss: boolean) => {
     const stored = isLive(item) ? liveContents.get(`${item.mount!.version_id}:${item.candidate.entry_id}:${item.candidate.chunk_index}`) : contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
     const content = stored?.content ?? (stored?.content_sealed ? openText(keys!, stored.content_sealed, chunkAad(brain.id, item.entry.entry_id, item.candidate.chunk_index)) : '');
