@@ -244,6 +244,18 @@ pg_ready() {
   pg_isready "${args[@]}" >/dev/null 2>&1
 }
 
+# Waits up to 30 s for the cluster to accept connections; dies with the end of its log if it does not.
+wait_pg_ready() { # major cluster what
+  local i
+  for ((i = 0; i < 60; i++)); do
+    pg_ready && return
+    sleep 0.5
+  done
+  local pglog=/var/log/postgresql/postgresql-$1-$2.log
+  [[ -r $pglog ]] && tail -n 20 "$pglog" | sed 's/^/    /' >&2
+  die "PostgreSQL $1/$2 does not accept connections on ${URL_HOST:-<socket>}:$URL_PORT 30 s after its $3"
+}
+
 # "major cluster status" of the local cluster listening on the URL's port (empty if none).
 pg_cluster_for_port() {
   pg_lsclusters -h 2>/dev/null | awk -v port="$URL_PORT" '$3 == port { print $1, $2, $4; exit }'
@@ -290,16 +302,7 @@ step_postgres() {
     run_logged "$CACHE_LOG_DIR/postgres.log" "${SUDO[@]}" pg_ctlcluster --skip-systemctl-redirect "$major" "$cluster" start
     record_started "postgres $major $cluster"
   fi
-  local i
-  for ((i = 0; i < 60; i++)); do
-    pg_ready && break
-    sleep 0.5
-  done
-  if ! pg_ready; then
-    local pglog=/var/log/postgresql/postgresql-$major-$cluster.log
-    [[ -r $pglog ]] && tail -n 20 "$pglog" | sed 's/^/    /' >&2
-    die "PostgreSQL $major/$cluster does not accept connections on ${URL_HOST:-<socket>}:$URL_PORT after 30 s"
-  fi
+  wait_pg_ready "$major" "$cluster" start
   log "PostgreSQL $major/$cluster started"
 }
 
@@ -455,12 +458,7 @@ step_postgres_memory() {
     "${SUDO[@]}" sed -i "s/^shared_buffers = .*/shared_buffers = '${current_mb}MB'/" "$datadir/postgresql.auto.conf"
     run_logged "$CACHE_LOG_DIR/postgres.log" "${SUDO[@]}" pg_ctlcluster --skip-systemctl-redirect "$major" "$cluster" start
   fi
-  local i
-  for ((i = 0; i < 60; i++)); do
-    pg_ready && break
-    sleep 0.5
-  done
-  pg_ready || die "PostgreSQL $major/$cluster does not accept connections after its restart"
+  wait_pg_ready "$major" "$cluster" restart
   log "PostgreSQL's shared_buffers $(psql -X -w -Atc 'show shared_buffers' "$maint")"
 }
 
