@@ -116,6 +116,28 @@ describe('a reference mount', () => {
     expect(after.filter((hit) => hit.source.store === 'native').map((hit) => hit.entry_id).sort()).toEqual(['our-returns', 'shipping']);
   });
 
+  it('draws deeper into the version when its best composite lies past the first batch', async () => {
+    // 300 near copies of the question at a frozen weight of 0.02 fill the version's first batches; the answer sits just past them by cosine.
+    const source = await newBrain({ memory_policy: { type_taxonomy: [{ type: 'echo', tier: 'C', weight: 0.02 }, { type: 'decision', tier: 'A', weight: 1 }] } });
+    const entries = [
+      ...Array.from({ length: 300 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again, time ${i}.` })),
+      { entry_id: 'answer', class: 'memory', type: 'decision', body: 'The platform team rotates database credentials every ninety days.' },
+    ];
+    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(source, entry)));
+    const published = await ok('POST', `/v1/brains/${source}/publish`, {});
+    expect(published.status).toBe('ready');
+    const consumer = await newBrain();
+    await write(consumer, { entry_id: 'own', body: 'Lunch is served at noon in the canteen.' });
+    await ok('POST', `/v1/brains/${consumer}/mounts`, { pack_id: published.pack_id });
+
+    const hits = await recall(consumer, { query: 'How often are the database credentials rotated?', explain: true });
+    expect(hits[0]).toMatchObject({ entry_id: 'answer', source: { store: 'pack', entry_id: 'answer' } });
+    const echoes = hits.filter((hit) => hit.entry_id.startsWith('echo'));
+    expect(echoes.length).toBeGreaterThan(0);
+    // The premise: the echoes drawn are nearer the question than the answer is.
+    expect(Math.min(...echoes.map((hit) => hit.factors!.cosine))).toBeGreaterThan(hits[0]!.factors!.cosine);
+  });
+
   it('a relevant native row keeps a reserved place when pack rows score higher', async () => {
     const pack = await packOf([
       { entry_id: 'p1', title: 'Returns one', body: RETURNS },
