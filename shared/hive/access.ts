@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/pool.js';
 import { hiveError } from './errors.js';
-import { reachedNode, tokenByHash, type ReachedNodeRow } from './repository.js';
+import { rankOnOrganisation, reachedNode, tokenByHash, type ReachedNodeRow } from './repository.js';
 import { rankOf, roleOfRank, type Role } from './roles.js';
 import { hashSecret, isTokenFormat } from './tokens.js';
 
@@ -46,6 +46,11 @@ export async function nodeWithRole(db: Queryable, credential: HiveCredential, re
   if (!node) throw hiveError(403, `This credential has no grant on node ${ref}.`);
   requireRank(node.rank, least, `node ${node.name_path}`);
   return node;
+}
+
+/** 403 (saying `why`) unless the credential holds admin or owner on its organisation's root node. */
+export async function requireOrganisationAdmin(db: Queryable, credential: HiveCredential, why: string): Promise<void> {
+  if ((await rankOnOrganisation(db, credential.tokenId)) < rankOf('admin')) throw hiveError(403, why);
 }
 
 /** 403 unless `rank` is at least `least`. */

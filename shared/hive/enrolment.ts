@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { HiveServices } from '../composition/hive.js';
 import { withTransaction } from '../db/pool.js';
 import { newId } from '../ids.js';
-import type { HiveCredential } from './access.js';
+import { requireOrganisationAdmin, type HiveCredential } from './access.js';
 import { parseCertificateRequest } from './certificate-authority.js';
 import { checkPassword } from './dashboard/sign-in.js';
 import { hiveError } from './errors.js';
@@ -10,6 +10,8 @@ import * as repo from './machine-repository.js';
 import { createMachine } from './machines.js';
 import { countInWindow } from './repository.js';
 import { hashSecret } from './tokens.js';
+
+const APPROVER_ONLY = 'Enrolments are approved by an admin of the organisation: this credential holds no admin role on its root node.';
 
 /**
  * Enrolling machines (spec 3). By password: a person's address and the password they set with
@@ -76,7 +78,7 @@ export async function requestEnrolment(hive: EnrolmentServices, input: Enrolment
 
 /** Waiting requests of the caller's organisation; 403 for a credential without admin on the organisation. */
 export async function pendingEnrolments(hive: EnrolmentServices, credential: HiveCredential) {
-  await requireOrganisationAdmin(hive, credential);
+  await requireOrganisationAdmin(hive.db, credential, APPROVER_ONLY);
   const rows = await repo.pendingRequestsInView(hive.db, credential.tokenId);
   return {
     requests: await Promise.all(
@@ -99,7 +101,7 @@ export async function pendingEnrolments(hive: EnrolmentServices, credential: Hiv
  * organisation, an unknown one or one no longer pending is 404 alike.
  */
 export async function approveEnrolment(hive: EnrolmentServices, credential: HiveCredential, input: { request_id: string; name?: string }) {
-  await requireOrganisationAdmin(hive, credential);
+  await requireOrganisationAdmin(hive.db, credential, APPROVER_ONLY);
   return withTransaction(hive.db, async (client) => {
     const request = await repo.pendingRequestInViewForUpdate(client, credential.tokenId, input.request_id);
     if (!request) throw hiveError(404, `No pending enrolment request ${input.request_id} in your organisation.`);
@@ -134,10 +136,6 @@ export async function claimEnrolment(hive: EnrolmentServices, input: { request_i
     await repo.markEnrolmentClaimed(client, request.id, answer.machine.id);
     return answer;
   });
-}
-
-async function requireOrganisationAdmin(hive: EnrolmentServices, credential: HiveCredential): Promise<void> {
-  if (!(await repo.isOrganisationAdmin(hive.db, credential.tokenId))) throw hiveError(403, 'Enrolments are approved by an admin of the organisation: this credential holds no admin role on its root node.');
 }
 
 async function limitAttempts(hive: EnrolmentServices, clientAddress: string): Promise<void> {

@@ -141,12 +141,6 @@ export async function touchMachine(db: Queryable, machineId: string): Promise<vo
   await db.query(`UPDATE hive.machines SET last_seen_at = now() WHERE id = $1 AND (last_seen_at IS NULL OR last_seen_at < now() - interval '1 minute')`, [machineId]);
 }
 
-/** Whether token `$1` holds admin on its organisation's root node (pending and approve need it). */
-export async function isOrganisationAdmin(db: Queryable, tokenId: string): Promise<boolean> {
-  const { rows } = await db.query<{ admin: boolean }>(`WITH ${REACH_CTE} SELECT ${ORGANISATION_ADMIN} AS admin`, [tokenId]);
-  return rows[0]!.admin;
-}
-
 export async function personForEnrolment(db: Queryable, email: string): Promise<{ id: string; org_id: string; password_hash: string | null } | undefined> {
   const { rows } = await db.query<{ id: string; org_id: string; password_hash: string | null }>('SELECT id, org_id, password_hash FROM hive.people WHERE email = $1', [email]);
   return rows[0];

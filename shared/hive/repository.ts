@@ -173,6 +173,16 @@ export async function reachedNode(db: Queryable, tokenId: string, ref: string): 
   return rows[0];
 }
 
+/** The token's role on its organisation's root node (0 when it reaches the root not at all). */
+export async function rankOnOrganisation(db: Queryable, tokenId: string): Promise<number> {
+  const { rows } = await db.query<{ rank: number }>(
+    `WITH ${REACH_CTE}
+     SELECT reach.rank FROM reach JOIN hive.nodes n ON n.id = reach.node_id WHERE n.parent_id IS NULL`,
+    [tokenId],
+  );
+  return rows[0]?.rank ?? 0;
+}
+
 /** Every node in the token's reach, parents before children. */
 export async function reachedNodes(db: Queryable, tokenId: string): Promise<ReachedNodeRow[]> {
   const { rows } = await db.query<ReachedNodeRow>(

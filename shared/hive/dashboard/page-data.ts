@@ -1,5 +1,5 @@
 import type { Db, Queryable } from '../../db/pool.js';
-import type { HiveCredential } from '../access.js';
+import { requireOrganisationAdmin, type HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
 import { listMachines, revokeMachine } from '../machines.js';
 import { getMemory } from '../memories.js';
@@ -97,18 +97,13 @@ export function memoryView(db: Queryable, credential: HiveCredential, id: string
   return getMemory(db, credential, id);
 }
 
-/** 403 unless the signed-in person is admin (or owner) of the organisation. */
-export async function requireOrganisationAdmin(db: Queryable, credential: HiveCredential): Promise<void> {
-  const rank = await repo.rankOnOrganisation(db, credential.tokenId);
-  if (rank < rankOf('admin')) throw hiveError(403, 'This needs the admin role on the organisation.');
-}
 
 /**
  * POST /dashboard/revoke: a token (`tok_…`) or a machine (`mch_…`, its token with it) of the
  * caller's own organisation; one of another organisation is not found.
  */
 export async function revokeCredential(db: Db, credential: HiveCredential, id: string) {
-  await requireOrganisationAdmin(db, credential);
+  await requireOrganisationAdmin(db, credential, 'This needs the admin role on the organisation.');
   if (id.startsWith('mch_')) return revokeMachine(db, credential, id);
   if (!(await repo.revokeTokenInOrganisation(db, credential.orgId, id))) throw hiveError(404, `No live credential ${id} in this organisation.`);
   return { id, revoked: true };

@@ -119,16 +119,6 @@ export async function takeOpenCode(db: Queryable, codeHash: Buffer): Promise<{ p
   return rows[0]?.live ? rows[0] : undefined;
 }
 
-/** The token's role on its organisation's root node (0 when it reaches the root not at all). */
-export async function rankOnOrganisation(db: Queryable, tokenId: string): Promise<number> {
-  const { rows } = await db.query<{ rank: number }>(
-    `WITH ${REACH_CTE}
-     SELECT reach.rank FROM reach JOIN hive.nodes n ON n.id = reach.node_id WHERE n.parent_id IS NULL`,
-    [tokenId],
-  );
-  return rows[0]?.rank ?? 0;
-}
-
 export async function seatCount(db: Queryable, orgId: string): Promise<number> {
   const { rows } = await db.query<{ seats: number }>('SELECT count(*)::int AS seats FROM hive.people WHERE org_id = $1', [orgId]);
   return rows[0]!.seats;
