@@ -108,9 +108,10 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
       const conversationId = conversation?.id ?? currentConversation!;
       currentConversation = conversationId;
       const history = (await platform.db.query<{ role: string; content: string }>(`SELECT role, content FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq`, [conversationId])).rows;
+      // The plain call parses and plans its request as the gateway's route does, as the turn does.
+      const plainStart = performance.now();
       const input = parseChatInput({ model: MODEL, messages: [...history, { role: 'user', content: `turn ${i}` }] }, { idempotencyKey: undefined });
       const targets = await planChat(input, resolutionContextFor(platform, developer.id), platform.providers);
-      const plainStart = performance.now();
       await completeChat(platform, call, input, targets, { signal: new AbortController().signal });
       plainTimes.push(performance.now() - plainStart);
       const turnStart = performance.now();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
+import { appendReply, beginTurn } from '../shared/conversations/repository.js';
 import { expectError } from './support/expect-error.js';
 import { bearer, call, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
@@ -113,6 +114,35 @@ describe('rules and codes', () => {
     const fresh = await newConversation();
     expectError(await post(`${base}/${fresh.id}/messages`, { model: 'gpt-4o', content: 'x' }), 400, 'invalid_model_ref');
     expect((await get(`${base}/${fresh.id}`)).body.message_count).toBe(0);
+  });
+});
+
+describe('a turn in the database', () => {
+  // The one-statement turn writes (repository.ts) checked against what can change under a turn between its checks and its writes.
+  it('begins only while active, not full and not fenced; a reply whose fence moved on writes nothing', async () => {
+    const db = gateway.platform.db;
+    const conversation = await newConversation();
+    const begin = (fence: number, messageId: string) => beginTurn(db, conversation.id, fence, { id: messageId, content: 'hi' }, 5000, 60_000);
+    const row = async () => (await db.query(`SELECT message_count, last_fence, locked_until FROM conversations WHERE id = $1`, [conversation.id])).rows[0];
+
+    expect(await begin(1, 'msg_t1')).toBe('begun');
+    expect(await row()).toMatchObject({ message_count: 1, last_fence: '1' });
+    expect((await row()).locked_until).not.toBeNull();
+    expect(await begin(1, 'msg_t1b')).toBe('fenced');
+    // A later turn took the conversation over: the first turn's reply is refused and nothing is written.
+    expect(await begin(2, 'msg_t2')).toBe('begun');
+    expect(await appendReply(db, conversation.id, 1, { id: 'msg_r1', role: 'assistant', content: 'late', model: 'm', usage: null })).toBeUndefined();
+    const reply = await appendReply(db, conversation.id, 2, { id: 'msg_r2', role: 'assistant', content: 'on time', model: 'm', usage: null });
+    expect(reply).toMatchObject({ id: 'msg_r2', seq: 3, role: 'assistant', content: 'on time' });
+    expect(await row()).toMatchObject({ message_count: 3, last_fence: '2', locked_until: null });
+    expect((await db.query(`SELECT id FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq`, [conversation.id])).rows.map((r) => r.id)).toEqual(['msg_t1', 'msg_t2', 'msg_r2']);
+
+    await db.query(`UPDATE conversations SET message_count = 4999 WHERE id = $1`, [conversation.id]);
+    expect(await begin(3, 'msg_t3')).toBe('full');
+    await db.query(`UPDATE conversations SET message_count = 3, status = 'archived' WHERE id = $1`, [conversation.id]);
+    expect(await begin(3, 'msg_t3')).toBe('archived');
+    expect(await beginTurn(db, 'conv_missing', 1, { id: 'msg_x', content: 'x' }, 5000, 60_000)).toBe('missing');
+    expect((await row()).message_count).toBe(3);
   });
 });
 

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { getCustomer } from '../customers/customers.js';
-import { withTransaction, type Db } from '../db/pool.js';
+import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
 import { parseChatInput, planChat } from '../inference/chat.js';
@@ -142,10 +142,10 @@ export async function* streamMessage(platform: GatewayServices, caller: Conversa
  * message appended. `finish` appends the reply and releases; `abandon` releases without one.
  */
 async function beginTurn(platform: GatewayServices, caller: ConversationCaller, reference: string, id: string, body: z.output<typeof sendMessageBody>) {
-  const conversation = await conversationOf(platform.db, caller, reference, id);
+  // The history is read beside the conversation; it is used only once the conversation proves to be the caller's.
+  const [conversation, history] = await Promise.all([conversationOf(platform.db, caller, reference, id), repo.history(platform.db, id)]);
   if (conversation.status === 'archived') throw serviceError('conversation_archived');
   if (conversation.message_count + 2 > MAX_CONVERSATION_MESSAGES) throw serviceError('conversation_full');
-  const history = await repo.history(platform.db, conversation.id);
   // Checked before the lock and before anything is written: a bad model or body costs nothing.
   const input = parseChatInput(
     {
@@ -163,7 +163,8 @@ async function beginTurn(platform: GatewayServices, caller: ConversationCaller, 
   if (fence === null) throw serviceError('conversation_locked');
   const userMessageId = newId('msg_');
   try {
-    const begun = await withTransaction(platform.db, (client) => repo.beginTurn(client, conversation.id, fence, { id: userMessageId, content: body.content }, MAX_CONVERSATION_MESSAGES, LOCK_TTL_MS));
+    const begun = await repo.beginTurn(platform.db, conversation.id, fence, { id: userMessageId, content: body.content }, MAX_CONVERSATION_MESSAGES, LOCK_TTL_MS);
+    if (begun === 'missing') throw serviceError('not_found', { message: 'No such conversation.' });
     if (begun === 'archived') throw serviceError('conversation_archived');
     if (begun === 'full') throw serviceError('conversation_full');
     if (begun === 'fenced') throw serviceError('conversation_locked');
@@ -176,7 +177,7 @@ async function beginTurn(platform: GatewayServices, caller: ConversationCaller, 
     targets,
     async finish(content: string, model: string, usage: repo.MessageRow['usage']) {
       try {
-        const reply = await withTransaction(platform.db, (client) => repo.appendReply(client, conversation.id, fence, { id: newId('msg_'), role: 'assistant', content, model, usage }));
+        const reply = await repo.appendReply(platform.db, conversation.id, fence, { id: newId('msg_'), role: 'assistant', content, model, usage });
         if (!reply) throw serviceError('conversation_locked', { message: 'The turn took longer than its lock; a later turn has taken the conversation over.' });
         return { object: 'conversation.turn' as const, conversation_id: conversation.id, user_message_id: userMessageId, message: formatMessage(reply), usage: reply.usage };
       } finally {
