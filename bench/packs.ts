@@ -5,14 +5,15 @@
  * other brains of the same account, from createMount until the mount is ready (the import is
  * packMaterializeWorkflow), into a plaintext and a sealed (standard) consumer; and recall of a
  * brain of N native entries merged with a reference mount of the version, beside the same brain's
- * recall before the mount. In the bench's process against a Temporal dev server of its own, with
+ * recall before the mount; then recall as issue 28 shapes it, one reference and three materialize
+ * mounts of M-entry versions on a brain of M native entries (5M rows in all). In the bench's process against a Temporal dev server of its own, with
  * the workflows and the platform's activities on a Temporal worker in this process (as the
  * assistants bench runs its workflows) and the emulator in its own process embedding the queries.
  * Where the time goes: each workflow's steps from its history, the gates timed again alone, the
  * bench database's sessions sampled while publish and each import run, and how a merged recall
  * reads the version (PostgreSQL's scan counters of its partition). Figures are printed, never
- * asserted. BENCH_PACK_ENTRIES, BENCH_PACK_QUERIES and BENCH_PACK_CONSUMERS (none,standard)
- * change the sizes.
+ * asserted. BENCH_PACK_ENTRIES, BENCH_PACK_SHAPED_SHARE (M, 0 skips it), BENCH_PACK_QUERIES and
+ * BENCH_PACK_CONSUMERS (none,standard) change the sizes.
  *
  * The brains are filled straight through their tables (bench/support/brain-load.ts): the published
  * brain holds corpus rows 0..N-1, the recall brain rows N..2N-1 (other ids and texts, so no native
@@ -68,6 +69,8 @@ export interface PackBenchOptions {
   warmup: number;
   /** Encryptions of the brains the version is materialized into, each its own brain; BENCH_PACK_CONSUMERS (comma-separated) or both by default. */
   consumers?: PackConsumer[];
+  /** Entries of each store in issue 28's merged recall (native, three materialize mounts, one reference mount); 0 skips it. */
+  shapedShare: number;
 }
 
 export async function runPackBench(options: PackBenchOptions): Promise<void> {
@@ -200,12 +203,12 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     console.log(`  recall brain, ${at}: loaded in ${native.loadSeconds.toFixed(1)} s, HNSW built in ${native.indexSeconds!.toFixed(1)} s`);
     const timedQueries = corpus.queries.slice(options.warmup);
     const recallLoad = loadAverage();
-    const measure = async () => {
-      for (let i = 0; i < options.warmup; i++) await recall(platform, developer.id, call, recallId, { query: corpus.queries[i]!.text, top_k: 8 });
+    const measure = async (brainId = recallId) => {
+      for (let i = 0; i < options.warmup; i++) await recall(platform, developer.id, call, brainId, { query: corpus.queries[i]!.text, top_k: 8 });
       let hits = 0;
       let fromPack = 0;
       const times = await latencies(timedQueries, async (text) => {
-        const found = await recall(platform, developer.id, call, recallId, { query: text, top_k: 8 });
+        const found = await recall(platform, developer.id, call, brainId, { query: text, top_k: 8 });
         hits += found.data.length;
         fromPack += found.data.filter((hit) => hit.source.store === 'pack').length;
       });
@@ -227,6 +230,43 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       recallRow(`${at} + reference mount of ${at}`, merged, `${perRecall(scans.seq - scansBefore.seq)} sequential, ${perRecall(scans.hnsw - scansBefore.hnsw)} HNSW`),
     ]);
     goal(SECTION, { figure: `merged recall p95, ${at} native + reference mount of ${at}`, target: '≤ 30 ms', value: `${merged.p95.toFixed(1)} ms (without the mount ${alone.p95.toFixed(1)} ms)`, met: merged.p95 <= 30 });
+
+    // ---- recall merged as issue 28 shapes it: one reference and three materialize mounts ----
+    if (options.shapedShare > 0) {
+      const share = options.shapedShare;
+      const total = `${(5 * share).toLocaleString('en-US')} rows`;
+      const shaped = makeCorpus(5 * share, 0, { groupSize: 1_000, model: MODEL, dims: DIMS });
+      const shapedStarted = performance.now();
+      // Four packs of `share` entries each (corpus rows share..5*share), published side by side.
+      const versions = [];
+      for (let k = 1; k <= 4; k++) {
+        const id = await brain(`bench packs shaped source ${k}`, 'none');
+        await loadBrain(platform, developer.id, id, shaped, share, now, k * share);
+        const version = await publish(platform, developer.id, id, { notes: 'bench shaped' });
+        packIds.push(version.pack_id);
+        versions.push(version);
+      }
+      for (const version of versions) {
+        await until(async () => {
+          const row = await packRepo.versionById(platform.db, version.id);
+          if (row?.status === 'failed') throw new Error(`version ${version.id} failed: ${row.failure_reason}`);
+          return row?.status === 'ready' ? row : undefined;
+        });
+      }
+      const consumerId = await brain('bench packs shaped recall', 'none');
+      await loadBrain(platform, developer.id, consumerId, shaped, share, now, 0);
+      for (const version of versions.slice(0, 3)) {
+        const mount = await createMount(platform, developer.id, consumerId, { pack_id: version.pack_id, mode: 'materialize' });
+        await until(async () => ((await mountRepo.mountById(platform.db, mount.id))?.status === 'ready' ? true : undefined));
+      }
+      await createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' });
+      console.log(`  shaped brain, ${total}: built in ${((performance.now() - shapedStarted) / 1000).toFixed(1)} s`);
+      const shapedFigures = await measure(consumerId);
+      table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another`, [
+        recallRow(`${share.toLocaleString('en-US')} native + 3 materialize + 1 reference`, shapedFigures),
+      ]);
+      goal(SECTION, { figure: `merged recall p95, one reference and three materialize mounts, ${total} in all`, target: '≤ 30 ms', value: `${shapedFigures.p95.toFixed(1)} ms`, met: shapedFigures.p95 <= 30 });
+    }
   } finally {
     worker.shutdown();
     await running.catch(() => undefined);

@@ -236,11 +236,12 @@ if (runs('packs')) {
   section(
     'packs',
     'Packs',
-    'Issue 28. Publish of a brain of one-chunk entries (1,536 dimensions, the emulator\'s embeddings of the corpus the brains bench uses, written straight into the tables) until its version is ready, with its steps; a materialize mount of that version into an empty plaintext and an empty standard (sealed) brain of the same account until the mount is ready; and recall (top_k 8) of a plaintext brain of as many native entries with a reference mount of the version, beside the same brain\'s recall before the mount. In the bench\'s process against a Temporal dev server of its own, the workflows and the platform\'s activities on a Temporal worker in this process, the emulator in its own process. On a 2-core VM shared with whatever else runs, figures move between runs. BENCH_PACK_ENTRIES, BENCH_PACK_QUERIES and BENCH_PACK_CONSUMERS change the sizes.',
+    'Issue 28. Publish of a brain of one-chunk entries (1,536 dimensions, the emulator\'s embeddings of the corpus the brains bench uses, written straight into the tables) until its version is ready, with its steps; a materialize mount of that version into an empty plaintext and an empty standard (sealed) brain of the same account until the mount is ready; and recall (top_k 8) of a plaintext brain of as many native entries with a reference mount of the version, beside the same brain\'s recall before the mount; then recall merged as the issue shapes it: a plaintext brain of BENCH_PACK_SHAPED_SHARE (20,000) native entries with three materialize mounts and one reference mount of versions of as many entries, 100,000 rows in all (four more source brains published, their versions imported into the brain one after another, so its graph takes them by insertion). In the bench\'s process against a Temporal dev server of its own, the workflows and the platform\'s activities on a Temporal worker in this process, the emulator in its own process. On a 2-core VM shared with whatever else runs, figures move between runs. BENCH_PACK_ENTRIES, BENCH_PACK_SHAPED_SHARE (0 skips the shaped recall), BENCH_PACK_QUERIES and BENCH_PACK_CONSUMERS change the sizes.',
   );
   await runPackBench({
     databaseUrl: benchDatabase.toString(),
     entries: Number(process.env.BENCH_PACK_ENTRIES ?? 10_000),
+    shapedShare: Number(process.env.BENCH_PACK_SHAPED_SHARE ?? 20_000),
     queries: Number(process.env.BENCH_PACK_QUERIES ?? 200),
     warmup: 20,
   });
