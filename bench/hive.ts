@@ -194,8 +194,8 @@ export async function runHiveBench(options: HiveBenchOptions): Promise<void> {
     goal(SECTION, { figure: `recall p95 over HTTP, ${at}`, target: '≤ 25 ms', value: `${http.p95.toFixed(1)} ms`, met: http.p95 <= 25 });
     // The plans of the statements at the median and at p95, for whoever reads why the figure is what it is.
     const byTime = measured.map((query, index) => ({ query, ms: sql.times[index]! })).sort((a, b) => a.ms - b.ms);
-    for (const [label, at] of [['median', 0.5], ['p95', 0.95]] as const) {
-      const { query, ms } = byTime[Math.min(byTime.length - 1, Math.floor(at * byTime.length))]!;
+    for (const [label, quantileAt] of [['median', 0.5], ['p95', 0.95]] as const) {
+      const { query, ms } = byTime[Math.min(byTime.length - 1, Math.floor(quantileAt * byTime.length))]!;
       const explain = { query: (text: string, values?: unknown[]) => db.query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values) } as unknown as Queryable;
       const plans = [
         ['text', await textHits(explain, personReach, query.text, RECALL_LIMIT * 5)],

@@ -33,7 +33,7 @@ import { recall } from '../shared/brains/recall.js';
 import * as repo from '../shared/brains/repository.js';
 import { createGatewayServices } from '../shared/composition/gateway.js';
 import { loadConfig } from '../shared/config.js';
-import type { Db } from '../shared/db/pool.js';
+import type { Db, Queryable } from '../shared/db/pool.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
 import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
 import { loadBrain } from './support/brain-load.js';
@@ -122,11 +122,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     const published = await publish(platform, developer.id, sourceId, { notes: 'bench' });
     const returnedMs = performance.now() - publishStarted;
     packIds.push(published.pack_id);
-    const ready = await until(async () => {
-      const row = await packRepo.versionById(platform.db, published.id);
-      if (row?.status === 'failed') throw new Error(`version ${published.id} failed: ${row.failure_reason}`);
-      return row?.status === 'ready' ? row : undefined;
-    });
+    const ready = await versionReady(platform.db, published.id);
     const readyMs = performance.now() - publishStarted;
     const buildWorkflow = `pack-build-${published.id}`;
     const viaWorkflow = published.status === 'building';
@@ -175,7 +171,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       const started = performance.now();
       const mount = await createMount(platform, developer.id, consumerId, { pack_id: published.pack_id, mode: 'materialize' });
       const createMs = performance.now() - started;
-      await until(async () => ((await mountRepo.mountById(platform.db, mount.id))?.status === 'ready' ? true : undefined));
+      await mountReady(platform.db, mount.id);
       const readyMs = performance.now() - started;
       const workflowId = `pack-materialize-${mount.id}-v${mount.pinned_version}`;
       await client.workflow.getHandle(workflowId).result();
@@ -246,18 +242,12 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
         packIds.push(version.pack_id);
         versions.push(version);
       }
-      for (const version of versions) {
-        await until(async () => {
-          const row = await packRepo.versionById(platform.db, version.id);
-          if (row?.status === 'failed') throw new Error(`version ${version.id} failed: ${row.failure_reason}`);
-          return row?.status === 'ready' ? row : undefined;
-        });
-      }
+      for (const version of versions) await versionReady(platform.db, version.id);
       const consumerId = await brain('bench packs shaped recall', 'none');
       await loadBrain(platform, developer.id, consumerId, shaped, share, now, 0);
       for (const version of versions.slice(0, 3)) {
         const mount = await createMount(platform, developer.id, consumerId, { pack_id: version.pack_id, mode: 'materialize' });
-        await until(async () => ((await mountRepo.mountById(platform.db, mount.id))?.status === 'ready' ? true : undefined));
+        await mountReady(platform.db, mount.id);
       }
       await createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' });
       console.log(`  shaped brain, ${total}: built in ${((performance.now() - shapedStarted) / 1000).toFixed(1)} s`);
@@ -301,6 +291,16 @@ async function packScans(db: Db, versionId: string): Promise<{ seq: number; hnsw
 const loadAverage = () => os.loadavg()[0]!.toFixed(1);
 
 /** Polls `read` until it gives a value (every 20 ms, ten minutes at most). */
+/** A published version once ready (throws if its build failed). */
+const versionReady = (db: Queryable, versionId: string) =>
+  until(async () => {
+    const row = await packRepo.versionById(db, versionId);
+    if (row?.status === 'failed') throw new Error(`version ${versionId} failed: ${row.failure_reason}`);
+    return row?.status === 'ready' ? row : undefined;
+  });
+
+const mountReady = (db: Queryable, mountId: string) => until(async () => ((await mountRepo.mountById(db, mountId))?.status === 'ready' ? true : undefined));
+
 async function until<T>(read: () => Promise<T | undefined>): Promise<T> {
   const deadline = performance.now() + 600_000;
   for (;;) {

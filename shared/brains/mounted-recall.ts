@@ -90,8 +90,13 @@ export interface MountDraw {
   lastCosine: number;
 }
 
-/** A reference mount's version searched nearest first, drawn from as recall asks (a cursor: close it). */
-export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number) {
+/** A reference mount's version searched nearest first, drawn from as recall asks; close it when done. */
+export interface MountCursor {
+  draw(total: number): Promise<MountDraw>;
+  close(): Promise<void>;
+}
+
+export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
   const cursor = await packs.openNearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), most);
   const facts = new Map<string, packs.PackEntryFacts>();
   const draw = async (total: number): Promise<MountDraw> => {

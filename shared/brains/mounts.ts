@@ -228,8 +228,9 @@ interface ImportKeys {
  * once over them, as pgvector advises for a bulk load: an import of 10,000 rows took 25.3 s so
  * (the build about 21 s of it) against 91 s linking each row into the graph (bench/packs.ts,
  * 2 cores). Dropping the empty graph takes the brain's chunks whole until the import commits, so
- * recalls and writes of that brain wait for it. Every brain writer locks the brain's row before it touches its chunks, and so
- * does this, before its first read of them: two imports into one empty brain take turns. A brain
+ * recalls and writes of that brain wait for it. Every brain writer locks the brain's row before
+ * it touches its chunks, and so does this, before its first read of them: two imports into one
+ * empty brain take turns. A brain
  * that holds rows keeps its graph, and the import links each row into it. Strict brains have none.
  */
 async function takeEmptyGraph(client: Queryable, brain: repo.BrainRow, space: number): Promise<boolean> {

@@ -9,7 +9,7 @@ import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery } from './entries.js';
-import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
+import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
 import { frozenTierWeight, rankingOf, tunedWeight } from './policy.js';
@@ -28,8 +28,6 @@ export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
 const DRAW_GROWTH = 2;
 const MAX_DRAW = 4_096;
-
-type MountCursor = Awaited<ReturnType<typeof openMountDraw>>;
 
 /** `spent` adds up the query's embedding charge, for work that reports its cost (a learn pass). */
 export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, spent?: { micros: number }) {
@@ -79,18 +77,20 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       if (draw >= MAX_DRAW || (nativeDone && mountsDone)) return scored;
     }
   };
+  // Every cursor opened is closed, whatever fails after it.
   const cursors: { close(): Promise<void> }[] = [];
   let scored: Scored[];
   try {
     const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, brain.id, mount, querySql, filter, MAX_DRAW)));
-    for (const result of opened) if (result.status === 'fulfilled') cursors.push(result.value);
+    const fromReferences = opened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    cursors.push(...fromReferences);
     const failed = opened.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
-    const fromReferences = opened.map((result) => (result as PromiseFulfilledResult<MountCursor>).value);
+    const { firstDraw } = repo.BRAIN_HNSW;
     if (strictHistory) {
-      scored = await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db }, fromReferences);
+      scored = await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw, client: platform.db }, fromReferences);
     } else if (strict) {
-      scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw: repo.BRAIN_HNSW.firstDraw, client: platform.db }, fromReferences);
+      scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw, client: platform.db }, fromReferences);
     } else {
       const native = await repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW);
       cursors.push(native);

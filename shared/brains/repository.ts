@@ -70,7 +70,7 @@ export const BRAIN_HNSW = { m: 32, efConstruction: 128, efSearch: 300, firstDraw
 /**
  * A small space is searched with a narrower beam, and recall draws fewer chunks first. At 10,000
  * entries a beam of 100 and a first draw of 64 found 99.4 % of the top 8 that a beam of 300 and a
- * first draw of 256 found, at p50 10.0 ms against 18.6 and p95 14.7 against 23.9 (200 queries).
+ * first draw of 256 found, at p50 11.5 ms against 18.6 and p95 17.2 against 23.9 (200 queries).
  * At 100,000 the narrower search was no faster (most recalls draw past 256 there) and a large
  * graph needs the wide beam for recall@10 0.98.
  */

@@ -29,24 +29,20 @@ export interface RecallInput {
 export async function recall(hive: Pick<HiveServices, 'db' | 'config' | 'providers' | 'logger'>, credential: HiveCredential, input: RecallInput) {
   const nodePaths = input.nodes ? await Promise.all(input.nodes.map(async (ref) => (await nodeWithRole(hive.db, credential, ref, 'reader')).path)) : null;
   const model = hiveEmbeddingModel(hive.config);
-  let tokens = 0;
   const embedding = embedWith(hive.providers, model, [input.query], AbortSignal.timeout(10_000)).then(
-    (embedded) => {
-      tokens = embedded.usage.inputTokens;
-      return embedded.embeddings[0] ?? null;
-    },
+    (embedded) => ({ vector: embedded.embeddings[0] ?? null, tokens: embedded.usage.inputTokens }),
     (error: unknown) => {
       hive.logger.warn({ err: error }, 'hive recall could not embed its query; ranking by text alone');
-      return null;
+      return { vector: null, tokens: 0 };
     },
   );
   const reach = { tokenId: credential.tokenId, nodePaths, scope: input.scope ?? null, kinds: input.kinds ?? null };
   // Charged beside the search, never refused: a recall is a read, and reads work while suspended.
   const [hits] = await Promise.all([
-    rankedHits(hive.db, reach, { text: input.query, vector: embedding, model: model.id, pool: Math.min(100, input.limit * 5) }),
-    embedding.then(() => chargeRecall(hive.db, hive.config, credential.orgId, tokens)),
+    rankedHits(hive.db, reach, { text: input.query, vector: embedding.then((embedded) => embedded.vector), model: model.id, pool: Math.min(100, input.limit * 5) }),
+    embedding.then(({ tokens }) => chargeRecall(hive.db, hive.config, credential.orgId, tokens)),
   ]);
-  const vector = await embedding;
+  const { vector } = await embedding;
 
   const finalOf = await resolveSupersession(hive, credential, hits);
   const merged = new Map<string, { score: number; byText: boolean; byMeaning: boolean; similarity: number | null; resolvedFrom: string[] }>();
@@ -137,8 +133,8 @@ export async function rankedHits(db: Db, reach: repo.RecallReach, search: { text
     .slice(0, search.pool);
 }
 
-const DAY_SECONDS = 86_400;
+const DAY_MS = 86_400_000;
 const boost = (hit: repo.SideHit, now: number) =>
   (hit.pinned ? 1.5 : 1) *
-  (1 + 0.25 * Math.exp(-(now - hit.updated_at.getTime()) / 1000 / (30 * DAY_SECONDS))) *
-  (hit.verified_at === null ? 1 : 1 + 0.2 * Math.exp(-(now - hit.verified_at.getTime()) / 1000 / (90 * DAY_SECONDS)));
+  (1 + 0.25 * Math.exp(-(now - hit.updated_at.getTime()) / (30 * DAY_MS))) *
+  (hit.verified_at === null ? 1 : 1 + 0.2 * Math.exp(-(now - hit.verified_at.getTime()) / (90 * DAY_MS)));

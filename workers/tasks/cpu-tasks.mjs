@@ -2,9 +2,10 @@
 // started the process, so it registers tsx before loading the typed task module.
 //
 // No top-level await: piscina loads this file with require() first, and Node 20 (require of ES
-// modules) refuses a module that awaits at its top; piscina then import()s it, and a task arriving
-// while that import was still linking made a second require() abort the process (V8's "IsGraphAsync
-// must be used on an instantiated module", seen in CI). Each task awaits the typed module instead.
+// modules) refuses a module that awaits at its top (ERR_REQUIRE_ASYNC_MODULE), so piscina fell back
+// to import(). A CI run aborted once in that require path (V8's "IsGraphAsync must be used on an
+// instantiated module", piscina's worker.js); without the await, require() loads the file at once
+// and the fallback never runs. Each task awaits the typed module instead.
 import { register } from 'tsx/esm/api';
 
 register();

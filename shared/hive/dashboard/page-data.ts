@@ -97,7 +97,6 @@ export function memoryView(db: Queryable, credential: HiveCredential, id: string
   return getMemory(db, credential, id);
 }
 
-
 /**
  * POST /dashboard/revoke: a token (`tok_…`) or a machine (`mch_…`, its token with it) of the
  * caller's own organisation; one of another organisation is not found.
