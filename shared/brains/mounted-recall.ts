@@ -96,7 +96,7 @@ export interface MountCursor {
   close(): Promise<void>;
 }
 
-export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, brainId: string, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
+export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
   const cursor = await packs.openNearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), most);
   const facts = new Map<string, packs.PackEntryFacts>();
   const draw = async (total: number): Promise<MountDraw> => {
@@ -108,9 +108,8 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, brain
       const fact = facts.get(chunk.entry_id);
       if (target === null || !fact || !repo.scopeMatches(filter, target)) return [];
       const entry: repo.RankedVersion = {
-        version_id: mount.version_id, brain_id: brainId, entry_id: chunk.entry_id, scope: target, class: fact.class, type: fact.type, body_bytes: '0', trust: fact.trust,
-        origin: 'reference', source_mount_id: mount.mount_id, source: fact.source, use_count: 0, last_used: null, created_at: fact.created_at, updated_at: fact.updated_at,
-        valid_from: fact.created_at, valid_to: null, chunks: 0,
+        version_id: mount.version_id, entry_id: chunk.entry_id, scope: target, class: fact.class, type: fact.type, trust: fact.trust,
+        source_mount_id: mount.mount_id, source: fact.source, use_count: 0, last_used: null, created_at: fact.created_at, updated_at: fact.updated_at,
       };
       return [{ candidate: { version_id: mount.version_id, chunk_index: chunk.chunk_index, entry_id: chunk.entry_id, scope: target, cosine: chunk.cosine }, entry, mount, packEntryId: chunk.entry_id }];
     });

@@ -81,7 +81,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const cursors: { close(): Promise<void> }[] = [];
   let scored: Scored[];
   try {
-    const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, brain.id, mount, querySql, filter, MAX_DRAW)));
+    const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW)));
     const fromReferences = opened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     cursors.push(...fromReferences);
     const failed = opened.find((result) => result.status === 'rejected');
