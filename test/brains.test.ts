@@ -202,6 +202,21 @@ describe('recall', () => {
     expect(entry).toMatchObject({ use_count: 0, last_used: null });
   });
 
+  it("bills each recall's query embedding, to the customer Svc-Customer names", async () => {
+    const customer = (await post('/v1/customers', { external_id: 'brain-recall-payer' })).body;
+    expect((await post('/v1/customers/ext:brain-recall-payer/wallet/topup', { amount_usd: 5 })).status).toBe(200);
+    const headers = as(developer.key, { 'Svc-Customer': 'brain-recall-payer' });
+    for (let i = 0; i < 2; i++) expect((await post(`/v1/brains/${brainId}/recall`, { query: 'password reset' }, headers)).status).toBe(200);
+    // A request's recall is metered as any call is: its record may follow the answer.
+    const charged = await pollUntil(
+      async () => (await gateway.platform.db.query(`SELECT count(*)::int AS n FROM usage_records WHERE customer_id = $1 AND model LIKE '%embedding%'`, [customer.id])).rows[0].n,
+      (n: number) => n >= 2,
+      { context: () => "usage of the customer's recalls" },
+    );
+    expect(charged).toBe(2);
+    expect((await get('/v1/customers/ext:brain-recall-payer/wallet')).body.balance_usd).toBeLessThan(5);
+  });
+
   it('recalls through the HNSW graph, with each vector kept in its chunk row', async () => {
     const brain = await newBrain();
     await write(brain.id, { entry_id: 'pw', body: 'To reset your password open settings and choose reset password.' });

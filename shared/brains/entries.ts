@@ -226,11 +226,12 @@ export function chunksOf(brain: Pick<repo.BrainRow, 'memory_policy'>, entryClass
 export const embedTextOf = (title: string | null, content: string) => (title ? `${title}\n\n${content}` : content);
 
 /** Embeds with the brain's model through the gateway's metering (as vector stores do), a batch of inputs per call. */
-export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string, spent?: { micros: number }): Promise<number[][]> {
+export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string | undefined, spent?: { micros: number }): Promise<number[][]> {
   const model = { embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims };
   const vectors: number[][] = [];
   for (let start = 0; start < texts.length; start += EMBED_BATCH) {
-    vectors.push(...(await embedTexts(platform, call, model, texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), `${billingKey}:${start}`, { ...(spent && { spent }) })));
+    const key = billingKey === undefined ? undefined : `${billingKey}:${start}`;
+    vectors.push(...(await embedTexts(platform, call, model, texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), key, { ...(spent && { spent }) })));
   }
   return vectors;
 }
@@ -238,9 +239,19 @@ export async function embed(platform: GatewayServices, call: MeteredCall, brain:
 /** A memory is one chunk however long: its vector is of the first 100,000 characters, an embedding input's limit. */
 const firstEmbeddable = (text: string) => text.slice(0, 100_000);
 
-/** Embeds one recall query the same way; `spent` adds up its charge for work that reports its cost. */
-export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string, spent?: { micros: number }): Promise<number[]> {
-  return (await embed(platform, call, brain, [query], `brain-recall:${call.requestId}`, spent))[0]!;
+/**
+ * Embeds one recall query the same way. Work that runs again when retried (a learn pass) names a
+ * billing key, so the query is charged once however often it runs, and adds the charge to `spent`;
+ * a request's recall has no key and is metered as any call is (a cached key's quota grant).
+ */
+export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string, retried?: RetriedRecall): Promise<number[]> {
+  return (await embed(platform, call, brain, [query], retried?.billingKey, retried?.spent))[0]!;
+}
+
+/** A recall inside work that retries and reports its cost: the key its embedding is billed under, and the running total it adds to. */
+export interface RetriedRecall {
+  billingKey: string;
+  spent: { micros: number };
 }
 
 /** An entry's title and body as the brain stores them: plaintext, or sealed under its key (standard, strict). */

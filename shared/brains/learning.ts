@@ -300,7 +300,7 @@ interface RecalledIntoTurn {
 /** An observed turn had no recall of its own: the memories recall gives its user lines at its scope stand for it. */
 async function recallIntoTurn(platform: LearnServices, brain: repo.BrainRow, call: MeteredCall, pass: learned.LearnPassRow, transcript: TranscriptLine[], spent: { micros: number }): Promise<RecalledIntoTurn> {
   const question = transcript.filter((line) => line.role === 'user').map((line) => line.text).join('\n').slice(0, 100_000);
-  const hits = (await recall(platform, brain.developer_id, call, brain.id, { query: question, scope: pass.scope, classes: ['memory'], top_k: RECALLED_INTO_TURN }, spent)).data;
+  const hits = (await recall(platform, brain.developer_id, call, brain.id, { query: question, scope: pass.scope, classes: ['memory'], top_k: RECALLED_INTO_TURN }, { billingKey: `brain-recall:${call.requestId}`, spent })).data;
   const native = hits.filter((hit) => hit.source.store === 'native');
   return {
     memories: native.map((hit) => ({ entryId: hit.entry_id, content: hit.content })),

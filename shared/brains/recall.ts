@@ -8,7 +8,7 @@ import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypt
 import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
-import { embedQuery } from './entries.js';
+import { embedQuery, type RetriedRecall } from './entries.js';
 import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
@@ -29,8 +29,8 @@ export const MAX_TOP_K = 100;
 const DRAW_GROWTH = 2;
 const MAX_DRAW = 4_096;
 
-/** `spent` adds up the query's embedding charge, for work that reports its cost (a learn pass). */
-export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, spent?: { micros: number }) {
+/** `retried`: a recall inside work that retries and reports its cost (a learn pass); see embedQuery. */
+export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, retried?: RetriedRecall) {
   const brain = await brainOf(platform.db, developerId, brainId);
   const topK = Math.min(body.top_k ?? DEFAULT_TOP_K, MAX_TOP_K);
   const asOf = body.as_of ? new Date(body.as_of) : null;
@@ -42,7 +42,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   // The mounts, and the entities the query names, are looked up while the query is embedded.
   const mountsRead = mountsForRecall(platform, brain.id);
   const [query, mounts, graphs] = await Promise.all([
-    embedQuery(platform, call, brain, body.query, spent),
+    embedQuery(platform, call, brain, body.query, retried),
     mountsRead,
     Promise.all([queryGraph(platform.db, brain.id, filter, body.query), mountsRead]).then(([native, mounts]) =>
       mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query),
