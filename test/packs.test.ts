@@ -60,8 +60,9 @@ describe('publish', () => {
     // Version 1 holds the brain as it was: a version never changes after publish.
     const v1 = await db().query(`SELECT e.entry_id FROM brain_pack_entries e JOIN brain_pack_versions v ON v.id = e.version_id WHERE v.pack_id = $1 AND v.version = 1 ORDER BY e.entry_id`, [packId]);
     expect(v1.rows.map((row) => row.entry_id)).toEqual(['guide', 'pref']);
-    const chunks = await db().query(`SELECT count(*)::int AS n, count(embedding)::int AS vectors FROM ${versionPartitionOf(first.id)}`);
-    expect(chunks.rows[0]).toEqual({ n: 2, vectors: 2 });
+    // Vectors are stored whole (uncompressed), as the brain's own are, for a reference mount's search to read.
+    const chunks = await db().query(`SELECT count(*)::int AS n, count(embedding)::int AS vectors, count(pg_column_compression(embedding))::int AS compressed FROM ${versionPartitionOf(first.id)}`);
+    expect(chunks.rows[0]).toEqual({ n: 2, vectors: 2, compressed: 0 });
   });
 
   it('refuses a slug another of your packs has (409 slug_taken), and bad visibility or encryption (400)', async () => {

@@ -2,7 +2,7 @@ import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
-import { likePrefix, openNearestCursor, partitionOf, type EntryRow, type NearestCursor } from './repository.js';
+import { CHUNK_PARTITION_STORAGE, likePrefix, openNearestCursor, partitionOf, type EntryRow, type NearestCursor } from './repository.js';
 
 /** SQL of packs, their versions and grants (migrations/025_brain_packs.sql). */
 
@@ -184,7 +184,7 @@ export async function chunksOfVersions(q: Queryable, brainId: string, space: num
 }
 
 export async function createVersionPartition(q: Queryable, versionId: string): Promise<void> {
-  await q.query(`CREATE TABLE IF NOT EXISTS ${versionPartitionOf(versionId)} PARTITION OF brain_pack_chunks FOR VALUES IN ('${versionId}')`);
+  await q.query(`CREATE TABLE IF NOT EXISTS ${versionPartitionOf(versionId)} PARTITION OF brain_pack_chunks FOR VALUES IN ('${versionId}') WITH (${CHUNK_PARTITION_STORAGE})`);
 }
 
 /** HNSW over a plaintext version's chunks: what a reference mount's recall searches. */
