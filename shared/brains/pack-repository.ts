@@ -347,12 +347,14 @@ export function openNearestPackChunks(db: Db, versionId: string, dims: number, q
 /** What recall shows and ranks of a version's entry: class, type, trust, provenance, title. */
 export type PackEntryFacts = Pick<PackEntryRow, 'entry_id' | 'scope' | 'class' | 'type' | 'trust' | 'source' | 'title' | 'title_sealed' | 'created_at' | 'updated_at'>;
 
+/** Prepared (named), as the native draw's versions are (repository.ts versionsByIds): read each draw of a reference mount. */
 export async function packEntryFacts(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, PackEntryFacts>> {
   if (entryIds.length === 0) return new Map();
-  const { rows } = await q.query(
-    `SELECT entry_id, scope, class, type, trust, source, title, title_sealed, created_at, updated_at FROM brain_pack_entries WHERE version_id = $1 AND entry_id = ANY($2)`,
-    [versionId, entryIds],
-  );
+  const { rows } = await q.query({
+    name: 'brain-pack-entry-facts',
+    text: `SELECT entry_id, scope, class, type, trust, source, title, title_sealed, created_at, updated_at FROM brain_pack_entries WHERE version_id = $1 AND entry_id = ANY($2::text[])`,
+    values: [versionId, entryIds],
+  });
   return new Map(rows.map((row) => [row.entry_id as string, row]));
 }
 
