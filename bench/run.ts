@@ -206,12 +206,13 @@ if (runs('assistants')) {
   section(
     'assistants',
     'Assistant runs and conversation turns',
-    'Issue 25. In the bench\'s process against a Temporal dev server of its own (the run workflows and their activities on an in-process worker) and the upstream emulator answering every chat call after 20 ms. Runs: created many at a time, each followed on its event stream to thread.run.completed; added latency is that time less the 20 ms upstream. Turns: each conversation turn (lock, history, chat call, reply) beside a plain chat completion of the same history through the same metering. BENCH_RUNS, BENCH_RUN_CONCURRENCY and BENCH_TURNS change the sizes.',
+    'Issue 25. In the bench\'s process against a Temporal dev server of its own (the run workflows and their activities on an in-process worker) and the upstream emulator answering every chat call after 20 ms. Runs: created many at a time for throughput, then one at a time for what a run itself adds, each followed on its event stream to thread.run.completed; added latency is that time less the 20 ms upstream. Turns: each conversation turn (lock, history, chat call, reply) beside a plain chat completion of the same history through the same metering. BENCH_RUNS, BENCH_RUN_CONCURRENCY, BENCH_RUNS_ALONE and BENCH_TURNS change the sizes.',
   );
   await runAssistantBench({
     databaseUrl: benchDatabase.toString(),
     runs: Number(process.env.BENCH_RUNS ?? 1_000),
     concurrency: Number(process.env.BENCH_RUN_CONCURRENCY ?? 16),
+    aloneRuns: Number(process.env.BENCH_RUNS_ALONE ?? 200),
     turns: Number(process.env.BENCH_TURNS ?? 300),
     latencyMs: 20,
   });
