@@ -232,25 +232,34 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       const share = options.shapedShare;
       const total = `${(5 * share).toLocaleString('en-US')} rows`;
       const shaped = makeCorpus(5 * share, 0, { groupSize: 1_000, model: MODEL, dims: DIMS });
-      const shapedStarted = performance.now();
+      // Each part of the build is timed: the sources' loads and publishes, the versions' builds, the consumer's load, each import.
+      const buildParts: Row[] = [];
+      const part = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+        const started = performance.now();
+        const result = await work();
+        buildParts.push({ part: name, s: ((performance.now() - started) / 1000).toFixed(1) });
+        return result;
+      };
       // Four packs of `share` entries each (corpus rows share..5*share), published side by side.
-      const versions = [];
+      const versions: Awaited<ReturnType<typeof publish>>[] = [];
       for (let k = 1; k <= 4; k++) {
         const id = await brain(`bench packs shaped source ${k}`, 'none');
-        await loadBrain(platform, developer.id, id, shaped, share, now, k * share);
-        const version = await publish(platform, developer.id, id, { notes: 'bench shaped' });
+        await part(`load source ${k} (HNSW built once after the rows)`, () => loadBrain(platform, developer.id, id, shaped, share, now, k * share));
+        const version = await part(`publish source ${k} (accepted)`, () => publish(platform, developer.id, id, { notes: 'bench shaped' }));
         packIds.push(version.pack_id);
         versions.push(version);
       }
-      for (const version of versions) await versionReady(platform.db, version.id);
+      await part('the four versions built (side by side)', () => Promise.all(versions.map((version) => versionReady(platform.db, version.id))));
       const consumerId = await brain('bench packs shaped recall', 'none');
-      await loadBrain(platform, developer.id, consumerId, shaped, share, now, 0);
-      for (const version of versions.slice(0, 3)) {
-        const mount = await createMount(platform, developer.id, consumerId, { pack_id: version.pack_id, mode: 'materialize' });
-        await mountReady(platform.db, mount.id);
+      await part('load the consumer brain', () => loadBrain(platform, developer.id, consumerId, shaped, share, now, 0));
+      for (const [k, version] of versions.slice(0, 3).entries()) {
+        await part(`materialize mount ${k + 1} into a brain of ${((k + 1) * share).toLocaleString('en-US')} rows`, async () => {
+          const mount = await createMount(platform, developer.id, consumerId, { pack_id: version.pack_id, mode: 'materialize' });
+          await mountReady(platform.db, mount.id);
+        });
       }
-      await createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' });
-      console.log(`  shaped brain, ${total}: built in ${((performance.now() - shapedStarted) / 1000).toFixed(1)} s`);
+      await part('reference mount', () => createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' }));
+      table(SECTION, `building the shaped brain below, part by part (${share.toLocaleString('en-US')}-entry stores)`, buildParts);
       const shapedFigures = await measure(consumerId);
       table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another`, [
         recallRow(`${share.toLocaleString('en-US')} native + 3 materialize + 1 reference`, shapedFigures),
