@@ -10,8 +10,10 @@ import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { ensurePruneSchedule } from '../shared/brains/upkeep.js';
 import { ensureComplianceSchedules } from '../shared/hive/compliance/schedules.js';
 import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
+import { lowerProcessPriority } from '../shared/platform/process-priority.js';
 
 const config = loadConfig();
+if (config.WORKER_NICENESS > 0) lowerProcessPriority(config.WORKER_NICENESS);
 const platform = createGatewayServices(config, 'worker');
 const { logger } = platform;
 await platform.ready;
