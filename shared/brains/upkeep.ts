@@ -52,7 +52,10 @@ export async function consolidateScope(platform: LearnServices, brainId: string,
         const locked = await repo.activeBrainById(client, brain.id, 'update');
         if (!locked) return false;
         if (locked.active_space !== brain.active_space) throw new SpaceSwapped();
-        const current = await Promise.all(replaces.map((entryId) => repo.currentEntry(client, brain.id, entryId, 'update')));
+        // One statement at a time: a transaction's connection runs one query at a time anyway (node-postgres
+        // only queued these, and warns that it will stop doing so).
+        const current: Awaited<ReturnType<typeof repo.currentEntry>>[] = [];
+        for (const entryId of replaces) current.push(await repo.currentEntry(client, brain.id, entryId, 'update'));
         if (current.some((entry) => !entry || entry.scope !== scope)) return false;
         const entryId = newId('ent_');
         // The merged memory is as trusted as the least trusted memory it replaces, and came from consolidation.
