@@ -32,6 +32,7 @@ import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worke
 import { quantile as p } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
 import { goal, table } from './support/report.js';
+import { timedAtATime } from './support/timing.js';
 
 export interface AssistantBenchOptions {
   databaseUrl: string;
@@ -75,23 +76,14 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
     const assistant = await createAssistant(platform, developer.id, { model: MODEL, instructions: 'Answer briefly.' });
     const runsAt = async (count: number, concurrency: number) => {
       const threads = await Promise.all(Array.from({ length: count }, (_, i) => createThread(platform, caller, { messages: [{ role: 'user', content: `Question number ${i}: what is a gateway?` }] })));
-      const added: number[] = [];
-      let next = 0;
-      const started = performance.now();
-      const follow = async () => {
-        for (let i = next++; i < count; i = next++) {
-          const begin = performance.now();
-          const run = await createRun(platform, caller, threads[i]!.id, { assistant_id: assistant.id });
-          for await (const event of runEventStream(platform.redis, config.REDIS_KEY_PREFIX, run.id, '0', new AbortController().signal)) {
-            if (event.event === 'thread.run.completed') break;
-            if (event.event.startsWith('thread.run.') && ['failed', 'cancelled', 'expired'].includes(event.event.slice(11))) throw new Error(`run ${run.id} ended ${event.event}`);
-          }
-          added.push(performance.now() - begin - options.latencyMs);
+      const { sorted, wallSeconds } = await timedAtATime(count, concurrency, async (i) => {
+        const run = await createRun(platform, caller, threads[i]!.id, { assistant_id: assistant.id });
+        for await (const event of runEventStream(platform.redis, config.REDIS_KEY_PREFIX, run.id, '0', new AbortController().signal)) {
+          if (event.event === 'thread.run.completed') break;
+          if (event.event.startsWith('thread.run.') && ['failed', 'cancelled', 'expired'].includes(event.event.slice(11))) throw new Error(`run ${run.id} ended ${event.event}`);
         }
-      };
-      await Promise.all(Array.from({ length: concurrency }, follow));
-      const wallSeconds = (performance.now() - started) / 1000;
-      added.sort((a, b) => a - b);
+      });
+      const added = sorted.map((ms) => ms - options.latencyMs);
       return { count, concurrency, wallSeconds, perSecond: count / wallSeconds, p50: p(added, 0.5), p95: p(added, 0.95), p99: p(added, 0.99) };
     };
     const loaded = await runsAt(options.runs, options.concurrency);
@@ -174,22 +166,13 @@ async function measureTemporalFloor(address: string, options: AssistantBenchOpti
   try {
     for (const workflowType of ['emptyWorkflow', 'runShapedWorkflow']) {
       for (const [count, concurrency] of [[options.runs, options.concurrency], [options.aloneRuns, 1]] as const) {
-        const times: number[] = [];
-        let next = 0;
-        const started = performance.now();
-        await Promise.all(Array.from({ length: concurrency }, async () => {
-          for (let i = next++; i < count; i = next++) {
-            const workflowId = `${workflowType}-${process.pid}-${concurrency}-${i}`;
-            const done = new Promise<void>((resolve) => ended.set(workflowId, resolve));
-            const begin = performance.now();
-            await client.workflow.start(workflowType, { taskQueue, workflowId });
-            await done;
-            times.push(performance.now() - begin);
-            ended.delete(workflowId);
-          }
-        }));
-        const seconds = (performance.now() - started) / 1000;
-        times.sort((a, b) => a - b);
+        const { sorted: times, wallSeconds: seconds } = await timedAtATime(count, concurrency, async (i) => {
+          const workflowId = `${workflowType}-${process.pid}-${concurrency}-${i}`;
+          const done = new Promise<void>((resolve) => ended.set(workflowId, resolve));
+          await client.workflow.start(workflowType, { taskQueue, workflowId });
+          await done;
+          ended.delete(workflowId);
+        });
         rows.push({
           workflow: workflowType === 'emptyWorkflow' ? 'empty (one no-op local step)' : 'run-shaped (three no-op local steps)',
           workflows: count,

@@ -104,15 +104,15 @@ const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().min(1).optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('svc-platform'),
+  TEMPORAL_DEV_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
+  TEMPORAL_DEV_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
+  /** Web UI link printed at start and shown by /v1/health; derived from the dev server when unset. */
+  TEMPORAL_UI_URL: z.url().optional(),
   /**
    * The worker process's CPU niceness: its background work (learn passes, runs, batches, webhook
    * deliveries) yields the CPU to the API's requests on a host the two share. 0 leaves it as started.
    */
   WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
-  TEMPORAL_DEV_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
-  TEMPORAL_DEV_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
-  /** Web UI link printed at start and shown by /v1/health; derived from the dev server when unset. */
-  TEMPORAL_UI_URL: z.url().optional(),
 
   /** Rate-limit defaults (requests or tokens per minute); customers and client tokens carry their own. */
   EDGE_RPM_LIMIT: z.coerce.number().int().min(1).default(1_200),

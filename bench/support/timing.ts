@@ -14,3 +14,20 @@ export async function latencies(queries: { text: string }[], run: (text: string)
   const sorted = [...times].sort((a, b) => a - b);
   return { p50: quantile(sorted, 0.5), p95: quantile(sorted, 0.95), p99: quantile(sorted, 0.99), times };
 }
+
+/** Runs `work(i)` for each i below `count`, `concurrency` at a time: each one's time (ms, sorted) and the wall time (s). */
+export async function timedAtATime(count: number, concurrency: number, work: (i: number) => Promise<void>): Promise<{ sorted: number[]; wallSeconds: number }> {
+  const times: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < count; i = next++) {
+        const begin = performance.now();
+        await work(i);
+        times.push(performance.now() - begin);
+      }
+    }),
+  );
+  return { sorted: times.sort((a, b) => a - b), wallSeconds: (performance.now() - started) / 1000 };
+}

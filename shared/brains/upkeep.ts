@@ -54,7 +54,7 @@ export async function consolidateScope(platform: LearnServices, brainId: string,
         if (locked.active_space !== brain.active_space) throw new SpaceSwapped();
         // One statement at a time: a transaction's connection runs one query at a time anyway (node-postgres
         // only queued these, and warns that it will stop doing so).
-        const current: Awaited<ReturnType<typeof repo.currentEntry>>[] = [];
+        const current: (repo.EntryRow | undefined)[] = [];
         for (const entryId of replaces) current.push(await repo.currentEntry(client, brain.id, entryId, 'update'));
         if (current.some((entry) => !entry || entry.scope !== scope)) return false;
         const entryId = newId('ent_');
