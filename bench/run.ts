@@ -213,7 +213,7 @@ if (runs('assistants')) {
     runs: Number(process.env.BENCH_RUNS ?? 1_000),
     concurrency: Number(process.env.BENCH_RUN_CONCURRENCY ?? 16),
     aloneRuns: Number(process.env.BENCH_RUNS_ALONE ?? 200),
-    turns: Number(process.env.BENCH_TURNS ?? 300),
+    turns: Number(process.env.BENCH_TURNS ?? 1_000),
     latencyMs: 20,
   });
 }

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
-import { appendReply, beginTurn } from '../shared/conversations/repository.js';
+import { beginTurn, completeTurn, endTurn, type TurnTarget } from '../shared/conversations/repository.js';
 import { expectError } from './support/expect-error.js';
 import { bearer, call, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
 
 /**
  * Conversations of a customer end to end: turns through the gateway's chat path to the emulator,
- * the turn lock in Redis, the limits and codes of spec 1, and client-token reach.
+ * the turn lock in the conversation's row, the limits and codes of spec 1, and client-token reach.
  */
 let emulated: EmulatedGateway;
 let gateway: TestPlatform;
@@ -28,7 +28,7 @@ const base = '/v1/customers/ext:conv-user/conversations';
 async function newConversation(metadata?: Record<string, string>) {
   const created = await post(base, metadata ? { metadata } : {});
   expect(created.status).toBe(200);
-  return created.body as { id: string; status: string };
+  return created.body as { id: string; status: string; customer_id: string };
 }
 
 describe('turns', () => {
@@ -82,6 +82,28 @@ describe('turns', () => {
     expect((await post(`${base}/${conversation.id}/messages`, { model: MODEL, content: 'again' })).status).toBe(200);
   });
 
+  it('is all or nothing: a turn that fails, refused upstream or broken mid-stream, stores no message and frees the conversation', async () => {
+    const conversation = await newConversation();
+    const path = `${base}/${conversation.id}/messages`;
+    await emulated.fault({ fault: { kind: 'status', status: 400 }, times: 1 });
+    try {
+      expect((await post(path, { model: MODEL, content: 'refused' })).status).toBe(400);
+    } finally {
+      await emulated.clearFaults();
+    }
+    await emulated.fault({ fault: { kind: 'disconnect', afterChunks: 2 }, times: 1 });
+    try {
+      const res = await fetch(`${gateway.baseUrl}${path}`, { method: 'POST', headers: { ...bearer(developer.key), 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, content: 'broken', stream: true }) });
+      expect(await res.text()).toContain('event: error');
+    } finally {
+      await emulated.clearFaults();
+    }
+    expect((await get(path)).body.data).toEqual([]);
+    expect((await get(`${base}/${conversation.id}`)).body).toMatchObject({ status: 'active', message_count: 0 });
+    expect((await post(path, { model: MODEL, content: 'third time' })).status).toBe(200);
+    expect((await get(path)).body.data.map((message: { content: string }) => message.content)[0]).toBe('third time');
+  });
+
   it('shows a conversation as locked while a turn runs, and filters on it', async () => {
     const conversation = await newConversation();
     await emulated.fault({ fault: { kind: 'latency', ms: 800 }, times: 1 });
@@ -119,30 +141,56 @@ describe('rules and codes', () => {
 
 describe('a turn in the database', () => {
   // The one-statement turn writes (repository.ts) checked against what can change under a turn between its checks and its writes.
-  it('begins only while active, not full and not fenced; a reply whose fence moved on writes nothing', async () => {
+  it('begins only for its customer, while active, not full and not held; an end whose fence moved on writes nothing', async () => {
     const db = gateway.platform.db;
     const conversation = await newConversation();
-    const begin = (fence: number, messageId: string) => beginTurn(db, conversation.id, fence, { id: messageId, content: 'hi' }, 5000, 60_000);
+    const target: TurnTarget = { developerId: developer.accountId, conversationId: conversation.id, customer: { externalId: 'conv-user' }, pinnedCustomerId: null };
+    const begin = (at = target) => beginTurn(db, at, 5000, 60_000);
+    const complete = (fence: number, user: string, reply: string) => completeTurn(db, conversation.id, fence, { id: user, content: 'hi' }, { id: reply, content: `reply ${reply}`, model: 'm', usage: null });
     const row = async () => (await db.query(`SELECT message_count, last_fence, locked_until FROM conversations WHERE id = $1`, [conversation.id])).rows[0];
+    const messageIds = async () => (await db.query(`SELECT id FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq`, [conversation.id])).rows.map((r) => r.id);
 
-    expect(await begin(1, 'msg_t1')).toBe('begun');
-    expect(await row()).toMatchObject({ message_count: 1, last_fence: '1' });
+    // Another customer's path, or a client token of another customer, finds nothing and takes nothing.
+    expect(await begin({ ...target, customer: { externalId: 'conv-other' } })).toEqual({ verdict: 'missing' });
+    expect(await begin({ ...target, customer: { id: conversation.customer_id } })).toMatchObject({ verdict: 'begun', fence: 1 });
+    await endTurn(db, conversation.id, 1);
+    expect(await begin({ ...target, pinnedCustomerId: 'cus_someone_else' })).toEqual({ verdict: 'missing' });
+    expect((await row()).locked_until).toBeNull();
+
+    // The beginning's commit skips the wait for the disk; that holds for its own transaction only, never for the pooled connection after it.
+    const client = await db.connect();
+    try {
+      expect(await beginTurn(client, target, 5000, 60_000)).toEqual({ verdict: 'begun', fence: 2, history: [] });
+      expect((await client.query(`SHOW synchronous_commit`)).rows[0].synchronous_commit).toBe('on');
+    } finally {
+      client.release();
+    }
+    // The turn holds the conversation and nothing is written yet: a second turn is refused.
+    expect(await row()).toMatchObject({ message_count: 0, last_fence: '2' });
     expect((await row()).locked_until).not.toBeNull();
-    expect(await begin(1, 'msg_t1b')).toBe('fenced');
-    // A later turn took the conversation over: the first turn's reply is refused and nothing is written.
-    expect(await begin(2, 'msg_t2')).toBe('begun');
-    expect(await appendReply(db, conversation.id, 1, { id: 'msg_r1', role: 'assistant', content: 'late', model: 'm', usage: null })).toBeUndefined();
-    const reply = await appendReply(db, conversation.id, 2, { id: 'msg_r2', role: 'assistant', content: 'on time', model: 'm', usage: null });
-    expect(reply).toMatchObject({ id: 'msg_r2', seq: 3, role: 'assistant', content: 'on time' });
-    expect(await row()).toMatchObject({ message_count: 3, last_fence: '2', locked_until: null });
-    expect((await db.query(`SELECT id FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq`, [conversation.id])).rows.map((r) => r.id)).toEqual(['msg_t1', 'msg_t2', 'msg_r2']);
+    expect(await begin()).toEqual({ verdict: 'locked' });
+    expect(await complete(2, 'msg_u2', 'msg_r2')).toMatchObject({ id: 'msg_r2', seq: 2, role: 'assistant', content: 'reply msg_r2' });
+    expect(await row()).toMatchObject({ message_count: 2, locked_until: null });
+    expect(await begin()).toEqual({ verdict: 'begun', fence: 3, history: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'reply msg_r2' }] });
+
+    // That turn outlived its lock: a later turn takes the conversation over, and the first turn's end is refused whole.
+    await db.query(`UPDATE conversations SET locked_until = now() - interval '1 second' WHERE id = $1`, [conversation.id]);
+    expect(await begin()).toMatchObject({ verdict: 'begun', fence: 4 });
+    expect(await complete(3, 'msg_u3', 'msg_r3')).toBeUndefined();
+    await endTurn(db, conversation.id, 3);
+    expect((await row()).locked_until).not.toBeNull();
+    expect(await complete(4, 'msg_u4', 'msg_r4')).toMatchObject({ id: 'msg_r4', seq: 4 });
+    expect(await row()).toMatchObject({ message_count: 4, last_fence: '4', locked_until: null });
+    expect(await messageIds()).toEqual(['msg_u2', 'msg_r2', 'msg_u4', 'msg_r4']);
 
     await db.query(`UPDATE conversations SET message_count = 4999 WHERE id = $1`, [conversation.id]);
-    expect(await begin(3, 'msg_t3')).toBe('full');
-    await db.query(`UPDATE conversations SET message_count = 3, status = 'archived' WHERE id = $1`, [conversation.id]);
-    expect(await begin(3, 'msg_t3')).toBe('archived');
-    expect(await beginTurn(db, 'conv_missing', 1, { id: 'msg_x', content: 'x' }, 5000, 60_000)).toBe('missing');
-    expect((await row()).message_count).toBe(3);
+    expect(await begin()).toEqual({ verdict: 'full' });
+    await db.query(`UPDATE conversations SET message_count = 4, status = 'archived' WHERE id = $1`, [conversation.id]);
+    expect(await begin()).toEqual({ verdict: 'archived' });
+    await db.query(`UPDATE conversations SET status = 'active', deleted_at = now() WHERE id = $1`, [conversation.id]);
+    expect(await begin()).toEqual({ verdict: 'missing' });
+    expect(await begin({ ...target, conversationId: 'conv_missing' })).toEqual({ verdict: 'missing' });
+    expect(await row()).toMatchObject({ message_count: 4, last_fence: '4' });
   });
 });
 

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { getCustomer } from '../customers/customers.js';
+import { customerReference, getCustomer } from '../customers/customers.js';
 import type { Db } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -13,7 +13,6 @@ import { resolutionContextFor } from '../models/definitions.js';
 import { pageRequest, toPage, withIds } from '../pagination.js';
 import * as repo from './repository.js';
 import type { conversationListQuery, conversationPatchBody, messageListQuery, sendMessageBody } from './schemas.js';
-import { ConversationTurnLock, LOCK_TTL_MS } from './turn-lock.js';
 
 /**
  * Conversations of a customer: a history of turns, each appending the user's message, running one
@@ -23,6 +22,8 @@ import { ConversationTurnLock, LOCK_TTL_MS } from './turn-lock.js';
  * metadata at most 2 KB.
  */
 export const MAX_CONVERSATION_MESSAGES = 5_000;
+/** How long a turn holds its conversation before another may take it over (spec 1: 10 minutes). */
+export const TURN_LOCK_MS = 10 * 60 * 1000;
 const METADATA_BYTES = 2_048;
 const PAGE = { defaultLimit: 20, maxLimit: 100 };
 
@@ -39,9 +40,9 @@ async function customerOf(db: Db, caller: ConversationCaller, reference: string)
 }
 
 async function conversationOf(db: Db, caller: ConversationCaller, reference: string, id: string): Promise<repo.ConversationRow> {
-  const customerId = await customerOf(db, caller, reference);
-  const conversation = await repo.findConversation(db, caller.developerId, customerId, id);
-  if (!conversation) throw serviceError('not_found', { message: 'No such conversation.' });
+  // Side by side: the conversation is read by the developer's id alone and must prove to be the customer's.
+  const [customerId, conversation] = await Promise.all([customerOf(db, caller, reference), repo.findConversation(db, caller.developerId, id)]);
+  if (!conversation || conversation.customer_id !== customerId) throw serviceError('not_found', { message: 'No such conversation.' });
   return conversation;
 }
 
@@ -136,62 +137,53 @@ export async function* streamMessage(platform: GatewayServices, caller: Conversa
   }
 }
 
+const TURN_REFUSALS = {
+  missing: () => serviceError('not_found', { message: 'No such conversation.' }),
+  archived: () => serviceError('conversation_archived'),
+  full: () => serviceError('conversation_full'),
+  locked: () => serviceError('conversation_locked'),
+};
+
 /**
- * The start of a turn: the body and model checked (before the lock and before anything is
- * written, so a bad request costs nothing), the lock taken (409 conversation_locked), the user's
- * message appended. `finish` appends the reply and releases; `abandon` releases without one.
+ * The start of a turn, one statement (repository.beginTurn): the conversation proves to be the
+ * caller's, the lock is taken (409 conversation_locked) and the history read. The body and model
+ * are then checked against that history before any model call; a bad one releases the lock and
+ * leaves nothing behind. `finish` stores the user's message and the reply together and releases;
+ * `abandon` releases without either, so a turn is all or nothing.
  */
 async function beginTurn(platform: GatewayServices, caller: ConversationCaller, reference: string, id: string, body: z.output<typeof sendMessageBody>) {
-  // The history is read beside the conversation; it is used only once the conversation proves to be the caller's.
-  const [conversation, history] = await Promise.all([conversationOf(platform.db, caller, reference, id), repo.history(platform.db, id)]);
-  if (conversation.status === 'archived') throw serviceError('conversation_archived');
-  if (conversation.message_count + 2 > MAX_CONVERSATION_MESSAGES) throw serviceError('conversation_full');
-  // Checked before the lock and before anything is written: a bad model or body costs nothing.
-  const input = parseChatInput(
-    {
-      model: body.model,
-      messages: [...(body.instructions ? [{ role: 'system', content: body.instructions }] : []), ...history.map((message) => ({ role: message.role, content: message.content })), { role: 'user', content: body.content }],
-      ...(body.temperature !== undefined && { temperature: body.temperature }),
-      ...(body.max_tokens !== undefined && { max_tokens: body.max_tokens }),
-    },
-    { idempotencyKey: undefined },
-  );
-  const targets = await planChat(input, resolutionContextFor(platform, caller.developerId), platform.providers);
-
-  const lock = new ConversationTurnLock(platform.redis, platform.config.REDIS_KEY_PREFIX);
-  const fence = await lock.acquire(conversation.id);
-  if (fence === null) throw serviceError('conversation_locked');
-  const userMessageId = newId('msg_');
+  const customer = customerReference(reference);
+  if (customer === null) throw TURN_REFUSALS.missing();
+  const begun = await repo.beginTurn(platform.db, { developerId: caller.developerId, conversationId: id, customer, pinnedCustomerId: caller.pinnedCustomerId }, MAX_CONVERSATION_MESSAGES, TURN_LOCK_MS);
+  if (begun.verdict !== 'begun') throw TURN_REFUSALS[begun.verdict]();
+  const { fence, history } = begun;
+  const abandon = () => repo.endTurn(platform.db, id, fence);
   try {
-    const begun = await repo.beginTurn(platform.db, conversation.id, fence, { id: userMessageId, content: body.content }, MAX_CONVERSATION_MESSAGES, LOCK_TTL_MS);
-    if (begun === 'missing') throw serviceError('not_found', { message: 'No such conversation.' });
-    if (begun === 'archived') throw serviceError('conversation_archived');
-    if (begun === 'full') throw serviceError('conversation_full');
-    if (begun === 'fenced') throw serviceError('conversation_locked');
+    const input = parseChatInput(
+      {
+        model: body.model,
+        messages: [...(body.instructions ? [{ role: 'system', content: body.instructions }] : []), ...history, { role: 'user', content: body.content }],
+        ...(body.temperature !== undefined && { temperature: body.temperature }),
+        ...(body.max_tokens !== undefined && { max_tokens: body.max_tokens }),
+      },
+      { idempotencyKey: undefined },
+    );
+    const targets = await planChat(input, resolutionContextFor(platform, caller.developerId), platform.providers);
+    const userMessage = { id: newId('msg_'), content: body.content };
+    return {
+      input,
+      targets,
+      async finish(content: string, model: string, usage: repo.MessageRow['usage']) {
+        const reply = await repo.completeTurn(platform.db, id, fence, userMessage, { id: newId('msg_'), content, model, usage });
+        if (!reply) throw serviceError('conversation_locked', { message: 'The turn took longer than its lock; a later turn has taken the conversation over.' });
+        return { object: 'conversation.turn' as const, conversation_id: id, user_message_id: userMessage.id, message: formatMessage(reply), usage: reply.usage };
+      },
+      abandon,
+    };
   } catch (error) {
-    await lock.release(conversation.id, fence);
+    await abandon();
     throw error;
   }
-  return {
-    input,
-    targets,
-    async finish(content: string, model: string, usage: repo.MessageRow['usage']) {
-      try {
-        const reply = await repo.appendReply(platform.db, conversation.id, fence, { id: newId('msg_'), role: 'assistant', content, model, usage });
-        if (!reply) throw serviceError('conversation_locked', { message: 'The turn took longer than its lock; a later turn has taken the conversation over.' });
-        return { object: 'conversation.turn' as const, conversation_id: conversation.id, user_message_id: userMessageId, message: formatMessage(reply), usage: reply.usage };
-      } finally {
-        await lock.release(conversation.id, fence);
-      }
-    },
-    async abandon() {
-      try {
-        await repo.endTurn(platform.db, conversation.id, fence);
-      } finally {
-        await lock.release(conversation.id, fence);
-      }
-    },
-  };
 }
 
 function idCursor(after: string | undefined, prefix: string): string | undefined {

@@ -68,13 +68,15 @@ export async function archiveCustomer(db: Db, developerId: string, reference: st
   });
 }
 
-/** A path parameter names a customer by `cus_` id or by `ext:<external_id>`. */
+/** A path parameter names a customer by `cus_` id or by `ext:<external_id>`; anything else names none (null). */
+export function customerReference(reference: string): { id: string } | { externalId: string } | null {
+  if (reference.startsWith('ext:')) return { externalId: reference.slice(4) };
+  return reference.startsWith('cus_') ? { id: reference } : null;
+}
+
 export async function getCustomer(db: Db, developerId: string, reference: string): Promise<repo.CustomerRow> {
-  const customer = reference.startsWith('ext:')
-    ? await repo.findCustomerByExternalId(db, developerId, reference.slice(4))
-    : reference.startsWith('cus_')
-      ? await repo.findCustomerById(db, developerId, reference)
-      : undefined;
+  const named = customerReference(reference);
+  const customer = named === null ? undefined : 'id' in named ? await repo.findCustomerById(db, developerId, named.id) : await repo.findCustomerByExternalId(db, developerId, named.externalId);
   if (!customer) throw customerNotFound();
   return customer;
 }

@@ -81,12 +81,12 @@ export async function archiveCustomer(q: Queryable, developerId: string, id: str
 }
 
 export async function findCustomerById(q: Queryable, developerId: string, id: string): Promise<CustomerRow | undefined> {
-  const { rows } = await q.query<CustomerRow>(`SELECT ${COLUMNS} FROM customers WHERE developer_id = $1 AND id = $2`, [developerId, id]);
+  const { rows } = await q.query<CustomerRow>({ name: 'customer-by-id', text: `SELECT ${COLUMNS} FROM customers WHERE developer_id = $1 AND id = $2`, values: [developerId, id] });
   return rows[0];
 }
 
 export async function findCustomerByExternalId(q: Queryable, developerId: string, externalId: string): Promise<CustomerRow | undefined> {
-  const { rows } = await q.query<CustomerRow>(`SELECT ${COLUMNS} FROM customers WHERE developer_id = $1 AND external_id = $2`, [developerId, externalId]);
+  const { rows } = await q.query<CustomerRow>({ name: 'customer-by-external-id', text: `SELECT ${COLUMNS} FROM customers WHERE developer_id = $1 AND external_id = $2`, values: [developerId, externalId] });
   return rows[0];
 }
 
