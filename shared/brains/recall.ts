@@ -77,8 +77,11 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       if (draw >= MAX_DRAW || (nativeDone && mountsDone)) return scored;
     }
   };
-  // Every cursor opened is closed, whatever fails after it.
+  // Every cursor opened is closed, whatever fails after it; after a recall's draws the closes
+  // (each a COMMIT on its connection, which never fails: a connection that cannot commit is
+  // dropped) run on while the hits are picked and their contents read.
   const cursors: { close(): Promise<void> }[] = [];
+  const closeAll = () => Promise.all(cursors.map((cursor) => cursor.close()));
   let scored: Scored[];
   try {
     const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW)));
@@ -96,9 +99,11 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       cursors.push(native);
       scored = await drawAndScore(native, fromReferences);
     }
-  } finally {
-    await Promise.all(cursors.map((cursor) => cursor.close()));
+  } catch (error) {
+    await closeAll();
+    throw error;
   }
+  const closed = closeAll();
 
   for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
   const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
@@ -116,6 +121,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const [contents, liveContents] = await Promise.all([
     repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate)),
     liveMountContents(platform, shown.filter(isLive)),
+    closed,
   ]);
   const format = (item: Scored, miss: boolean) => {
     const stored = isLive(item) ? liveContents.get(`${item.mount!.version_id}:${item.candidate.entry_id}:${item.candidate.chunk_index}`) : contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
