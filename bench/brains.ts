@@ -25,7 +25,6 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { createGatewayApp } from '../api/app.js';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
-import { backgroundCall } from '../shared/billing/background-call.js';
 import type { MeteredCall } from '../shared/billing/metered-call.js';
 import { createBrain } from '../shared/brains/brains.js';
 import { putEntry } from '../shared/brains/entries.js';
@@ -40,6 +39,7 @@ import { API_NODE_ARGS, WORKER_NODE_ARGS } from '../scripts/lib/node-args.js';
 import { loadBrain, type Loaded } from './support/brain-load.js';
 import { makeCorpus, quantile, type Corpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
+import { keyedCall } from './support/keyed-call.js';
 import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
 import { goal, table, type Row } from './support/report.js';
 import { latencies, timed } from './support/timing.js';
@@ -98,7 +98,8 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
   let server: Server | undefined;
   try {
     const developer = await createDeveloperAccount(platform.db, { email: `brains-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 10_000_000_000 });
-    const call = await backgroundCall(platform.db, { developerId: developer.id, payerAccountId: developer.id, customerId: null, requestId: `bench_brains_${process.pid}` });
+    // Recalls and writes are timed as a request with a developer key meters them (its payer's quota grant).
+    const call = await keyedCall(platform, developer.id, `bench_brains_${process.pid}`);
     const largest = Math.max(...options.sizes);
     const started = performance.now();
     const corpus = makeCorpus(largest, options.warmup + options.queries, { groupSize: 1_000, model: MODEL, dims: DIMS });
@@ -164,7 +165,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
       }
       table(
         SECTION,
-        `recall (the domain call: brain, query embedding by the emulator, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} warm-up then ${options.queries} timed one after another, explain off then on; recall@10 (top_k 10) against the exact composite top 10 of every entry`,
+        `recall (the domain call as a request with a developer key makes it: brain, query embedding by the emulator metered from the quota grant, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} warm-up then ${options.queries} timed one after another, explain off then on; recall@10 (top_k 10) against the exact composite top 10 of every entry`,
         rows,
       );
       const largestNone = results.get(`none:${largest}`)!;

@@ -23,7 +23,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createDeveloperAccount } from '../shared/accounts/accounts.js';
-import { backgroundCall } from '../shared/billing/background-call.js';
 import { createBrain } from '../shared/brains/brains.js';
 import * as mountRepo from '../shared/brains/mount-repository.js';
 import { createMount } from '../shared/brains/mounts.js';
@@ -39,6 +38,7 @@ import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worke
 import { loadBrain } from './support/brain-load.js';
 import { makeCorpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
+import { keyedCall } from './support/keyed-call.js';
 import { goal, table, type Row } from './support/report.js';
 import { sampleStatements, topStatements } from './support/statement-sampler.js';
 import { latencies, timed } from './support/timing.js';
@@ -101,7 +101,8 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
   const at = `${options.entries.toLocaleString('en-US')} entries`;
   try {
     const developer = await createDeveloperAccount(platform.db, { email: `packs-${Date.now()}@example.test`, password: 'bench password', initialCreditMicros: 10_000_000_000 });
-    const call = await backgroundCall(platform.db, { developerId: developer.id, payerAccountId: developer.id, customerId: null, requestId: `bench_packs_${process.pid}` });
+    // Recalls and writes are timed as a request with a developer key meters them (its payer's quota grant).
+    const call = await keyedCall(platform, developer.id, `bench_packs_${process.pid}`);
     const corpusStarted = performance.now();
     const corpus = makeCorpus(2 * options.entries, options.warmup + options.queries, { groupSize: 1_000, model: MODEL, dims: DIMS });
     console.log(`  ${2 * options.entries} entries and ${corpus.queries.length} queries embedded by the emulator's function in ${((performance.now() - corpusStarted) / 1000).toFixed(1)} s`);
@@ -221,7 +222,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       recall: label, queries: timedQueries.length, 'p50 ms': figures.p50.toFixed(1), 'p95 ms': figures.p95.toFixed(1), 'p99 ms': figures.p99.toFixed(1), 'hits from the pack': `${(figures.packShare * 100).toFixed(0)} %`,
       'scans of the version\'s chunks a recall': mounted,
     });
-    table(SECTION, `recall (the domain call: query embedding by the emulator, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
+    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
       recallRow(`${at}, no mount`, alone),
       recallRow(`${at} + reference mount of ${at}`, merged, `${perRecall(scans.seq - scansBefore.seq)} sequential, ${perRecall(scans.hnsw - scansBefore.hnsw)} HNSW`),
     ]);
