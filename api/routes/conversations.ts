@@ -59,7 +59,7 @@ export function conversationRoutes(platform: GatewayServices): RouteDefinition[]
       handle: async (req, res, { params, query }) => res.json(await listConversationMessages(platform.db, metered_(req), params.id, params.conversationId, query)),
     }),
     route({
-      method: 'post', path: `${base}/:conversationId/messages`, surface, summary: 'Send a message: one chat turn over the conversation, its reply appended', access: metered('api:chat', 'conversations'),
+      method: 'post', path: `${base}/:conversationId/messages`, surface, summary: 'Send a message: one chat turn over the conversation, the message and its reply appended together', access: metered('api:chat', 'conversations'),
       input: { body: sendMessageBody },
       handle: async (req, res, { params, body }) => {
         const signal = abortWhenClientLeaves(res);
