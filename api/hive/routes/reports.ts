@@ -5,6 +5,20 @@ import { coverage, doctor, map, review, snapshot, stats } from '../../../shared/
 import { coverageBody, exportBody, reportBody, reviewBody, snapshotBody } from '../../../shared/hive/schemas.js';
 import { hiveRoute, type HiveRouteDefinition } from '../route-table.js';
 
+/**
+ * Waits until a response takes more (drain) or goes away (close). The wait that loses the race is
+ * taken off the response: left, every pause of a long export added a listener for the response's
+ * lifetime (Node warned at eleven).
+ */
+async function drainedOrClosed(res: NodeJS.EventEmitter): Promise<void> {
+  const settled = new AbortController();
+  try {
+    await Promise.race([once(res, 'drain', { signal: settled.signal }), once(res, 'close', { signal: settled.signal })]);
+  } finally {
+    settled.abort();
+  }
+}
+
 /** Export, the snapshot and the read-only reports. */
 export function reportRoutes(hive: HiveServices): HiveRouteDefinition[] {
   const { db } = hive;
@@ -21,7 +35,7 @@ export function reportRoutes(hive: HiveServices): HiveRouteDefinition[] {
           for (let next = first; !next.done; next = await records.next()) {
             // The client went away: stop reading (the request itself is consumed, and so "destroyed", from the start).
             if (res.destroyed) break;
-            if (!res.write(`${JSON.stringify(next.value)}\n`)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+            if (!res.write(`${JSON.stringify(next.value)}\n`)) await drainedOrClosed(res);
           }
         } finally {
           await records.return(undefined);
