@@ -36,6 +36,7 @@ import { listen, serverUrl } from '../shared/platform/http-server.js';
 import { compositeFactors } from '../shared/scoring/composite.js';
 import { freePort, startTemporalDevServer, stopChild } from '../scripts/lib/local-services.js';
 import { API_NODE_ARGS, WORKER_NODE_ARGS } from '../scripts/lib/node-args.js';
+import { profileFlags } from './support/node-flags.js';
 import { loadBrain, type Loaded } from './support/brain-load.js';
 import { makeCorpus, quantile, type Corpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
@@ -420,7 +421,7 @@ async function measureLearning(platform: GatewayServices, options: LearningOptio
 }
 
 /**
- * The floor under the throughput: workflows of a learn pass's shape whose two activities do
+ * The floor under the throughput: workflows of a learn pass's shape whose two local activities do
  * nothing, on the same Temporal server, by a worker in this process, started and awaited the way
  * the passes are; a warm-up round first (a fresh dev server is slower on its first workflows).
  */
@@ -452,7 +453,7 @@ async function measureLearnFloor(learning: LearningPlatform, options: LearningOp
     };
     await round(Math.min(200, options.passes), 'warmup');
     const floor = await round(options.passes, 'timed');
-    table(SECTION, `floor: ${options.passes} workflows of a learn pass's shape (two activities one after the other) that do nothing, on the same Temporal dev server, by a worker in this process, started ${options.concurrency} at a time and awaited`, [
+    table(SECTION, `floor: ${options.passes} workflows of a learn pass's shape (two local activities one after the other) that do nothing, on the same Temporal dev server, by a worker in this process, started ${options.concurrency} at a time and awaited`, [
       { workflows: options.passes, 'wall s': floor.seconds.toFixed(1), 'workflows/s': (options.passes / floor.seconds).toFixed(1), 'Temporal server CPU ms a workflow': floor.temporalMsEach.toFixed(1) },
     ]);
   } finally {
@@ -491,7 +492,7 @@ async function startLearningPlatform(shared: Record<string, string>): Promise<Le
   };
   // The API at warn prints only its problems; the worker at info, to say when it polls (its problems are passed on).
   const api = spawn(process.execPath, [...API_NODE_ARGS, '--import', 'tsx', 'api/main.ts'], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...env, LOG_LEVEL: 'warn' } });
-  const worker = spawn(process.execPath, [...WORKER_NODE_ARGS, '--import', 'tsx', 'workers/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...env, LOG_LEVEL: 'info' } });
+  const worker = spawn(process.execPath, [...WORKER_NODE_ARGS, ...profileFlags('/tmp/prof-brains-worker'), '--import', 'tsx', 'workers/main.ts'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...env, LOG_LEVEL: 'info' } });
   const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
   const baseUrl = `http://127.0.0.1:${apiPort}`;
   const stop = async () => {
@@ -585,17 +586,14 @@ async function passRows(platform: GatewayServices, ids: string[]): Promise<PassR
 
 /**
  * A pass's steps, each from one mark to the next: its row's insert (created), then the events of
- * its workflow's history. An activity's queued time is from scheduled to picked up by the worker.
+ * its workflow's history. Its steps are local activities, run one after the other inside the
+ * workflow task, so each is timed from the end of what came before it.
  */
 const PASS_STEPS = [
   ['API: row inserted to workflow started', 'created', 'workflow started'],
   ['first workflow task queued', 'workflow started', 'first workflow task started'],
-  ['first workflow task to extractMemories scheduled', 'first workflow task started', 'extractMemories scheduled'],
-  ['extractMemories queued', 'extractMemories scheduled', 'extractMemories started'],
-  ['extractMemories running (recall, extraction call)', 'extractMemories started', 'extractMemories completed'],
-  ['workflow task between the activities', 'extractMemories completed', 'commitLearnPass scheduled'],
-  ['commitLearnPass queued', 'commitLearnPass scheduled', 'commitLearnPass started'],
-  ['commitLearnPass running (embedding, transaction)', 'commitLearnPass started', 'commitLearnPass completed'],
+  ['extractMemories (recall, extraction call)', 'first workflow task started', 'extractMemories completed'],
+  ['commitLearnPass (embedding, transaction)', 'extractMemories completed', 'commitLearnPass completed'],
   ['workflow task to the end', 'commitLearnPass completed', 'workflow completed'],
   ['whole pass', 'created', 'workflow completed'],
 ] as const;

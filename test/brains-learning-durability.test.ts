@@ -57,26 +57,25 @@ async function startPass(brainId: string, transcript: string): Promise<string> {
 const passRows = async (ids: string[]) =>
   (await db().query<{ id: string; status: string; result: Record<string, unknown> | null }>(`SELECT id, status, result FROM brain_learn_passes WHERE id = ANY($1)`, [ids])).rows;
 
-const { PendingActivityState } = proto.temporal.api.enums.v1;
+const { EventType, PendingWorkflowTaskState } = proto.temporal.api.enums.v1;
 
-/** The names of the activities a pass's workflow has running now. */
-async function runningActivities(passId: string): Promise<string[]> {
-  const pending = (await temporal().workflow.getHandle(passId).describe()).raw.pendingActivities ?? [];
-  return pending.filter((activity) => activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_STARTED).map((activity) => activity.activityType?.name ?? '');
+/**
+ * Whether a worker holds the pass's workflow task now. A pass's steps are local activities
+ * (workflows/brain-learn.ts), run inside its workflow task, so a step in flight is a task started.
+ */
+async function inWorkflowTask(passId: string): Promise<boolean> {
+  const task = (await temporal().workflow.getHandle(passId).describe()).raw.pendingWorkflowTask;
+  return task?.state === PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED;
 }
 
-/** The activity attempts of these passes that the worker process `pid` had started: what its death abandoned. */
-async function attemptsHeldBy(pid: number, passIds: string[]) {
-  const held = [];
-  for (const passId of passIds) {
-    const pending = (await temporal().workflow.getHandle(passId).describe()).raw.pendingActivities ?? [];
-    for (const activity of pending) {
-      if (activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_STARTED || !activity.lastWorkerIdentity?.startsWith(`${pid}@`)) continue;
-      const heartbeat = activity.activityOptions?.heartbeatTimeout;
-      held.push({ passId, activityId: activity.activityId!, beats: Number(heartbeat?.seconds?.toString() ?? 0) > 0 || (heartbeat?.nanos ?? 0) > 0 });
-    }
-  }
-  return held;
+/** Passes past their first step: the extraction is recorded in the pass row, so they are committing. */
+const extractedOf = async (ids: string[]) =>
+  new Set((await db().query<{ id: string }>(`SELECT id FROM brain_learn_passes WHERE id = ANY($1) AND extracted IS NOT NULL`, [ids])).rows.map((row) => row.id));
+
+/** The event types of a pass's workflow history, by name, a marker's with its own name (a local activity's is core_local_activity). */
+async function historyOf(passId: string): Promise<string[]> {
+  const events = (await temporal().workflow.getHandle(passId).fetchHistory()).events ?? [];
+  return events.map((event) => [EventType[event.eventType ?? 0], event.markerRecordedEventAttributes?.markerName].filter(Boolean).join(' '));
 }
 
 describe('a worker killed mid-pass', () => {
@@ -101,17 +100,15 @@ describe('a worker killed mid-pass', () => {
     const refinement = await startPass(brain, REFINEMENT);
     const contradiction = await startPass(brain, CONTRADICTION);
     // Those two reach their commit (judging the stored memory) while the facts are still being extracted.
-    await pollUntil(() => Promise.all([refinement, contradiction].map(runningActivities)), (running) => running.every((names) => names.includes('commitLearnPass')), { context: workerLog });
+    const committing = () => Promise.all([refinement, contradiction].map(inWorkflowTask));
+    await pollUntil(async () => ({ running: await committing(), extracted: await extractedOf([refinement, contradiction]) }), (state) => state.running.every(Boolean) && state.extracted.size === 2, { context: workerLog });
     const facts = await Promise.all(FACTS.map((fact) => startPass(brain, fact.transcript)));
     const passes = [refinement, contradiction, ...facts];
-    await pollUntil(() => Promise.all(facts.map(runningActivities)), (running) => running.every((names) => names.includes('extractMemories')), { context: workerLog });
+    await pollUntil(() => Promise.all(passes.map(inWorkflowTask)), (running) => running.every(Boolean), { context: workerLog });
+    expect((await extractedOf(facts)).size).toBe(0);
 
-    const killed = worker.pid!;
     await worker.kill('SIGKILL');
-    // What the dead worker held heartbeats (workflows/activity-profiles.ts MODEL_STEP): Temporal hands it to the new worker once the beats stop.
-    const abandoned = await attemptsHeldBy(killed, passes);
-    expect(abandoned.length).toBeGreaterThan(0);
-    expect(abandoned.every((attempt) => attempt.beats)).toBe(true);
+    expect((await passRows(passes)).every((row) => row.status === 'learning')).toBe(true);
     await emulated.clearFaults();
     await worker.restart();
 
@@ -145,6 +142,12 @@ describe('a worker killed mid-pass', () => {
       expect(again.status).toBe(200);
       expect(again.body).toEqual(row.result);
       expect(await temporal().workflow.getHandle(row.id).result()).toEqual(row.result);
+    }
+    // Each pass's task died with the worker and timed out; its new worker recorded each step once.
+    for (const passId of passes) {
+      const history = await historyOf(passId);
+      expect(history, passId).toContain('EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT');
+      expect(history.filter((type) => type === 'EVENT_TYPE_MARKER_RECORDED core_local_activity'), passId).toHaveLength(2);
     }
     const passCount = (await db().query(`SELECT count(*)::int AS n FROM brain_learn_passes WHERE brain_id = $1`, [brain])).rows[0].n;
     expect(passCount).toBe(2 + passes.length);

@@ -1,9 +1,23 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { patched, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { BrainActivities } from '../workers/brain-activities.js';
 import { MODEL_STEP, RESOURCE_STEP } from './activity-profiles.js';
 
 const steps = proxyActivities<BrainActivities>(RESOURCE_STEP);
 const modelSteps = proxyActivities<BrainActivities>(MODEL_STEP);
+
+/**
+ * A learn pass's steps as local activities: they run on the worker that runs the pass, inside its
+ * workflow task, so a pass costs the Temporal server one workflow task instead of three plus two
+ * activity tasks (the server's CPU was a third of the machine's under load). A worker that dies
+ * mid-step is replaced when the task times out, and the step runs again there; each step keeps
+ * its outcome in the pass row, so a step run twice asks the model once and files once.
+ */
+const localModelSteps = proxyLocalActivities<BrainActivities>({
+  startToCloseTimeout: '30 minutes',
+  // Retries past this wait go through the server as timers, not on a worker slot.
+  localRetryThreshold: '20 seconds',
+  retry: MODEL_STEP.retry,
+});
 
 /**
  * One learn pass (workflow id = pass id, so a retried observe joins it, and a completed pass is
@@ -13,9 +27,11 @@ const modelSteps = proxyActivities<BrainActivities>(MODEL_STEP);
  * its consolidation. Memory text stays in PostgreSQL (sealed when the brain is), never here.
  */
 export async function brainLearnWorkflow(input: { passId: string }): Promise<unknown> {
-  const extracted = await modelSteps.extractMemories(input.passId);
+  // Passes begun before the steps became local replay their own history.
+  const learn = patched('learn-steps-local') ? localModelSteps : modelSteps;
+  const extracted = await learn.extractMemories(input.passId);
   if (extracted.next === 'done') return extracted.result;
-  const committed = await modelSteps.commitLearnPass(input.passId);
+  const committed = await learn.commitLearnPass(input.passId);
   if (committed.consolidate) await steps.requestConsolidation(committed.brainId, committed.scope);
   return committed.result;
 }

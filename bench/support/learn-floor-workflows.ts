@@ -1,12 +1,11 @@
-import { proxyActivities } from '@temporalio/workflow';
-import { MODEL_STEP } from '../../workflows/activity-profiles.js';
+import { proxyLocalActivities } from '@temporalio/workflow';
 
 /**
  * The floor under the brains section's learn passes: a workflow of a learn pass's shape
- * (brainLearnWorkflow: two activities one after the other, under the same profile) whose
+ * (brainLearnWorkflow: two local activities one after the other) whose
  * activities do nothing. What the Temporal server and the SDK cost a pass before any learning.
  */
-const steps = proxyActivities<{ step(): Promise<void> }>(MODEL_STEP);
+const steps = proxyLocalActivities<{ step(): Promise<void> }>({ startToCloseTimeout: '30 minutes' });
 
 export async function learnShapedWorkflow(): Promise<void> {
   await steps.step();
