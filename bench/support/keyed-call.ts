@@ -11,6 +11,8 @@ import { developerTokensKey } from '../../shared/ratelimit/layers.js';
  * route's domain call times it with this.
  */
 export async function keyedCall(platform: GatewayServices, developerId: string, requestId: string): Promise<MeteredCall> {
+  // The API process listens for auth changes and so may serve calls from grants (api/app.ts); a bench process does the same.
+  platform.grants.start();
   const { plaintext } = await createApiKey(platform.db, developerId, { name: 'bench', scopes: ['api:read', 'api:write'] });
   const { principal, generation } = await platform.credentials.developerKey(plaintext);
   return {
