@@ -19,6 +19,7 @@ export function createBrainActivities(platform: GatewayServices) {
     dropPriorSpace: (jobId: string) => dropPriorSpace(platform, jobId),
     abandonReindex: (jobId: string, reason: string) => abandonReindex(platform, jobId, reason),
     // A pass ends its own refusals (skipped, failed); what escapes is infrastructure, retried.
+    // Its steps run as local activities now; the beats serve passes begun before, still on regular ones.
     extractMemories: (passId: string) => beatingWhile(2_000, () => extractMemories(platform, passId)),
     commitLearnPass: (passId: string) => beatingWhile(2_000, () => commitLearnPass(platform, passId)),
     requestConsolidation: (brainId: string, scope: string) => requestConsolidation(platform, brainId, scope),

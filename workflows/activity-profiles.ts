@@ -1,4 +1,4 @@
-import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
+import type { ActivityOptions, LocalActivityOptions, RetryPolicy } from '@temporalio/workflow';
 
 /**
  * The timeouts and retry policies activities run under, named for the work they suit, so a new
@@ -33,6 +33,13 @@ export function heartbeatingChunk(heartbeatSeconds: number): ActivityOptions {
  * resumes on another within 20 seconds instead of after its start-to-close timeout.
  */
 export const MODEL_STEP: ActivityOptions = { startToCloseTimeout: '30 minutes', heartbeatTimeout: '20 seconds', retry: DATABASE_BACKOFF };
+
+/**
+ * A model-bound step run as a local activity, inside its workflow task (a learn pass's): bounded
+ * and retried as MODEL_STEP; retries past its heartbeat window wait on the server as timers rather
+ * than holding a worker slot. A worker that dies mid-step is replaced when the task times out.
+ */
+export const LOCAL_MODEL_STEP: LocalActivityOptions = { startToCloseTimeout: MODEL_STEP.startToCloseTimeout, localRetryThreshold: MODEL_STEP.heartbeatTimeout, retry: DATABASE_BACKOFF };
 
 /** One outbound HTTP attempt (a webhook delivery, at most 60 s): retried only for infrastructure failures. */
 export const OUTBOUND_ATTEMPT: ActivityOptions = {

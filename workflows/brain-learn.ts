@@ -1,6 +1,6 @@
 import { patched, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { BrainActivities } from '../workers/brain-activities.js';
-import { MODEL_STEP, RESOURCE_STEP } from './activity-profiles.js';
+import { LOCAL_MODEL_STEP, MODEL_STEP, RESOURCE_STEP } from './activity-profiles.js';
 
 const steps = proxyActivities<BrainActivities>(RESOURCE_STEP);
 const modelSteps = proxyActivities<BrainActivities>(MODEL_STEP);
@@ -12,12 +12,7 @@ const modelSteps = proxyActivities<BrainActivities>(MODEL_STEP);
  * mid-step is replaced when the task times out, and the step runs again there; each step keeps
  * its outcome in the pass row, so a step run twice asks the model once and files once.
  */
-const localModelSteps = proxyLocalActivities<BrainActivities>({
-  startToCloseTimeout: '30 minutes',
-  // Retries past this wait go through the server as timers, not on a worker slot.
-  localRetryThreshold: '20 seconds',
-  retry: MODEL_STEP.retry,
-});
+const localModelSteps = proxyLocalActivities<BrainActivities>(LOCAL_MODEL_STEP);
 
 /**
  * One learn pass (workflow id = pass id, so a retried observe joins it, and a completed pass is
