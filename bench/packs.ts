@@ -38,7 +38,7 @@ import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worke
 import { loadBrain } from './support/brain-load.js';
 import { makeCorpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
-import { keyedCall } from './support/keyed-call.js';
+import { keyedCall, warmUntilGranted } from './support/keyed-call.js';
 import { goal, table, type Row } from './support/report.js';
 import { sampleStatements, topStatements } from './support/statement-sampler.js';
 import { latencies, timed } from './support/timing.js';
@@ -201,7 +201,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     const timedQueries = corpus.queries.slice(options.warmup);
     const recallLoad = loadAverage();
     const measure = async (brainId = recallId) => {
-      for (let i = 0; i < options.warmup; i++) await recall(platform, developer.id, call, brainId, { query: corpus.queries[i]!.text, top_k: 8 });
+      const warmups = await warmUntilGranted(platform, developer.id, options.warmup, (i) => recall(platform, developer.id, call, brainId, { query: corpus.queries[i % options.warmup]!.text, top_k: 8 }));
       let hits = 0;
       let fromPack = 0;
       const times = await latencies(timedQueries, async (text) => {
@@ -209,7 +209,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
         hits += found.data.length;
         fromPack += found.data.filter((hit) => hit.source.store === 'pack').length;
       });
-      return { ...times, packShare: fromPack / hits };
+      return { ...times, packShare: fromPack / hits, recalls: warmups + timedQueries.length };
     };
     const alone = await measure();
     await createMount(platform, developer.id, recallId, { pack_id: published.pack_id, mode: 'reference' });
@@ -217,12 +217,12 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     const scansBefore = await packScans(platform.db, published.id);
     const merged = await measure();
     const scans = await packScans(platform.db, published.id);
-    const perRecall = (n: number) => (n / (options.warmup + timedQueries.length)).toFixed(2);
+    const perRecall = (n: number) => (n / merged.recalls).toFixed(2);
     const recallRow = (label: string, figures: typeof alone, mounted = ''): Row => ({
       recall: label, queries: timedQueries.length, 'p50 ms': figures.p50.toFixed(1), 'p95 ms': figures.p95.toFixed(1), 'p99 ms': figures.p99.toFixed(1), 'hits from the pack': `${(figures.packShare * 100).toFixed(0)} %`,
       'scans of the version\'s chunks a recall': mounted,
     });
-    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
+    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} or more warm-up (until the payer's quota grant serves) then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
       recallRow(`${at}, no mount`, alone),
       recallRow(`${at} + reference mount of ${at}`, merged, `${perRecall(scans.seq - scansBefore.seq)} sequential, ${perRecall(scans.hnsw - scansBefore.hnsw)} HNSW`),
     ]);
@@ -262,7 +262,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       await part('reference mount', () => createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' }));
       table(SECTION, `building the shaped brain below, part by part (${share.toLocaleString('en-US')}-entry stores)`, buildParts);
       const shapedFigures = await measure(consumerId);
-      table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} warm-up then the ${timedQueries.length} timed queries one after another`, [
+      table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} or more warm-up (until the payer's quota grant serves) then the ${timedQueries.length} timed queries one after another`, [
         recallRow(`${share.toLocaleString('en-US')} native + 3 materialize + 1 reference`, shapedFigures),
       ]);
       goal(SECTION, { figure: `merged recall p95, one reference and three materialize mounts, ${total} in all`, target: '≤ 30 ms', value: `${shapedFigures.p95.toFixed(1)} ms`, met: shapedFigures.p95 <= 30 });
