@@ -201,7 +201,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     const timedQueries = corpus.queries.slice(options.warmup);
     const recallLoad = loadAverage();
     const measure = async (brainId = recallId) => {
-      const warmups = await warmUntilGranted(platform, developer.id, options.warmup, (i) => recall(platform, developer.id, call, brainId, { query: corpus.queries[i % options.warmup]!.text, top_k: 8 }));
+      const warmed = await warmUntilGranted(platform, developer.id, options.warmup, (i) => recall(platform, developer.id, call, brainId, { query: corpus.queries[i % options.warmup]!.text, top_k: 8 }));
       let hits = 0;
       let fromPack = 0;
       const times = await latencies(timedQueries, async (text) => {
@@ -209,7 +209,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
         hits += found.data.length;
         fromPack += found.data.filter((hit) => hit.source.store === 'pack').length;
       });
-      return { ...times, packShare: fromPack / hits, recalls: warmups + timedQueries.length };
+      return { ...times, packShare: fromPack / hits, recalls: warmed.calls + timedQueries.length };
     };
     const alone = await measure();
     await createMount(platform, developer.id, recallId, { pack_id: published.pack_id, mode: 'reference' });
@@ -222,7 +222,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       recall: label, queries: timedQueries.length, 'p50 ms': figures.p50.toFixed(1), 'p95 ms': figures.p95.toFixed(1), 'p99 ms': figures.p99.toFixed(1), 'hits from the pack': `${(figures.packShare * 100).toFixed(0)} %`,
       'scans of the version\'s chunks a recall': mounted,
     });
-    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} or more warm-up (until the payer's quota grant serves) then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
+    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
       recallRow(`${at}, no mount`, alone),
       recallRow(`${at} + reference mount of ${at}`, merged, `${perRecall(scans.seq - scansBefore.seq)} sequential, ${perRecall(scans.hnsw - scansBefore.hnsw)} HNSW`),
     ]);
@@ -262,7 +262,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
       await part('reference mount', () => createMount(platform, developer.id, consumerId, { pack_id: versions[3]!.pack_id, mode: 'reference' }));
       table(SECTION, `building the shaped brain below, part by part (${share.toLocaleString('en-US')}-entry stores)`, buildParts);
       const shapedFigures = await measure(consumerId);
-      table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} or more warm-up (until the payer's quota grant serves) then the ${timedQueries.length} timed queries one after another`, [
+      table(SECTION, `recall of a plaintext brain of ${share.toLocaleString('en-US')} native entries with three materialize mounts and one reference mount of ${share.toLocaleString('en-US')}-entry versions (${total} in all; the imported rows sit in the brain's own graph, the reference mount's are read from its version), top_k 8 at scope /, ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then the ${timedQueries.length} timed queries one after another`, [
         recallRow(`${share.toLocaleString('en-US')} native + 3 materialize + 1 reference`, shapedFigures),
       ]);
       goal(SECTION, { figure: `merged recall p95, one reference and three materialize mounts, ${total} in all`, target: '≤ 30 ms', value: `${shapedFigures.p95.toFixed(1)} ms`, met: shapedFigures.p95 <= 30 });
