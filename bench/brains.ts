@@ -40,7 +40,7 @@ import { profileFlags } from './support/node-flags.js';
 import { loadBrain, type Loaded } from './support/brain-load.js';
 import { makeCorpus, quantile, type Corpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
-import { keyedCall, warmUntilGranted } from './support/keyed-call.js';
+import { keyedCall, meteredWhere, warmUntilGranted } from './support/keyed-call.js';
 import { commandCpuSeconds, machineCpuTicks, processCpuSeconds } from './support/process-cpu.js';
 import { goal, table, type Row } from './support/report.js';
 import { latencies, timed } from './support/timing.js';
@@ -160,7 +160,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
             'explain p50 ms': explained.p50.toFixed(1),
             'explain p95 ms': explained.p95.toFixed(1),
             'recall@10': recallAt10.toFixed(3),
-            'query embedding metered': warmed.granted ? 'from the quota grant' : 'in PostgreSQL (too slow a loop for a grant)',
+            'query embedding metered': meteredWhere(warmed),
           });
           console.log(`  ${label}: p95 ${plain.p95.toFixed(1)} ms (explain ${explained.p95.toFixed(1)} ms), recall@10 ${recallAt10.toFixed(3)}`);
         }

@@ -38,7 +38,7 @@ import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worke
 import { loadBrain } from './support/brain-load.js';
 import { makeCorpus } from './support/corpus.js';
 import { startEmulatorProcess } from './support/emulator-process.js';
-import { keyedCall, warmUntilGranted } from './support/keyed-call.js';
+import { keyedCall, meteredWhere, warmUntilGranted } from './support/keyed-call.js';
 import { goal, table, type Row } from './support/report.js';
 import { sampleStatements, topStatements } from './support/statement-sampler.js';
 import { latencies, timed } from './support/timing.js';
@@ -209,7 +209,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
         hits += found.data.length;
         fromPack += found.data.filter((hit) => hit.source.store === 'pack').length;
       });
-      return { ...times, packShare: fromPack / hits, recalls: warmed.calls + timedQueries.length };
+      return { ...times, packShare: fromPack / hits, recalls: warmed.calls + timedQueries.length, metered: meteredWhere(warmed) };
     };
     const alone = await measure();
     await createMount(platform, developer.id, recallId, { pack_id: published.pack_id, mode: 'reference' });
@@ -221,8 +221,9 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
     const recallRow = (label: string, figures: typeof alone, mounted = ''): Row => ({
       recall: label, queries: timedQueries.length, 'p50 ms': figures.p50.toFixed(1), 'p95 ms': figures.p95.toFixed(1), 'p99 ms': figures.p99.toFixed(1), 'hits from the pack': `${(figures.packShare * 100).toFixed(0)} %`,
       'scans of the version\'s chunks a recall': mounted,
+      'query embedding metered': figures.metered,
     });
-    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator metered from the quota grant, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
+    table(SECTION, `recall (the domain call as a request with a developer key makes it: query embedding by the emulator, metered as its column says, native HNSW candidates and the mounted version's nearest chunks, composite, provenance rules, contents), top_k 8 at scope /, of a plaintext brain of ${at} before and after a reference mount of the ${at} version; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then the ${timedQueries.length} timed queries one after another (scans of the version's partition counted over the merged ones, warm-up included); load average ${recallLoad} when it began`, [
       recallRow(`${at}, no mount`, alone),
       recallRow(`${at} + reference mount of ${at}`, merged, `${perRecall(scans.seq - scansBefore.seq)} sequential, ${perRecall(scans.hnsw - scansBefore.hnsw)} HNSW`),
     ]);

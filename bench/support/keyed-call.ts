@@ -42,5 +42,8 @@ export async function warmUntilGranted(platform: GatewayServices, developerId: s
   return { calls, granted: granted() };
 }
 
+/** How a warmed loop's calls were metered, for its row of a table. */
+export const meteredWhere = (warmed: { granted: boolean }): string => (warmed.granted ? 'from the quota grant' : 'in PostgreSQL (too slow a loop for a grant)');
+
 /** Two of the grants' one-second rate windows: a loop that earns a grant has by then. */
 const GRANT_RATE_WINDOWS_MS = 2_000;
