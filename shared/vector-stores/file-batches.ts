@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { newId } from '../ids.js';
-import { finishBatchOf } from './ingest.js';
+import { finishBatchIn } from './ingest.js';
 import * as repo from './repository.js';
 import type { fileBatchBody } from './schemas.js';
 import { attachFiles, listStoreFiles, type FileToAttach } from './store-files.js';
@@ -44,10 +44,11 @@ export async function cancelFileBatch(platform: VectorStoreServices, developerId
   await withTransaction(platform.db, async (client) => {
     await activeStore(client, developerId, storeId, 'share');
     if (!(await repo.findFileBatch(client, storeId, id))) throw serviceError('file_batch_not_found');
+    // Its UPDATE of the batch row takes the batch's lock before its files'.
     const cancelled = await repo.cancelFileBatch(client, storeId, id);
     for (const file of cancelled) await repo.deleteFileChunks(client, storeId, file.file_id);
+    await finishBatchIn(client, { batch_id: id, developer_id: developerId });
   });
-  await finishBatchOf(platform, { batch_id: id, developer_id: developerId });
   return getFileBatch(platform, developerId, storeId, id);
 }
 

@@ -2,7 +2,7 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { backgroundCall } from '../billing/background-call.js';
-import { withTransaction } from '../db/pool.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import { ServiceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import * as filesRepo from '../files/repository.js';
@@ -270,11 +270,13 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     }
     const usageBytes = totals.text_bytes + totals.chunks * store.dimensions * 4;
     const completed = await withTransaction(platform.db, async (client) => {
+      await repo.lockFileBatch(client, context.file.batch_id);
       const moved = await repo.moveFile(client, store.id, job.fileId, ['in_progress'], 'completed', { attempt: job.attempt, chunkCount: totals.chunks, usageBytes });
-      if (moved) await recordEvent(client, store.developer_id, 'vector_store.file.completed', { vector_store_id: store.id, file_id: job.fileId, chunks: totals.chunks });
+      if (!moved) return undefined;
+      await recordEvent(client, store.developer_id, 'vector_store.file.completed', { vector_store_id: store.id, file_id: job.fileId, chunks: totals.chunks });
+      await finishBatchIn(client, moved);
       return moved;
     });
-    if (completed?.batch_id) await finishBatchOf(platform, completed);
     if (completed) await repo.touchStore(platform.db, store.id);
     await fileStorageFor(platform.config).delete(chunkedKey(job));
     if (completed && store.vector_index === 'ivf') await queueIvfBuild(platform, { storeId: store.id, ...(job.wrappedKey && { wrappedKey: job.wrappedKey }) });
@@ -282,27 +284,32 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
   },
 };
 
-/** The last file of a batch to finish (completed, failed or cancelled) finishes the batch, once. */
-export async function finishBatchOf(platform: Pick<GatewayServices, 'db'>, file: Pick<repo.StoreFileRow, 'batch_id' | 'developer_id'>): Promise<void> {
-  await withTransaction(platform.db, async (client) => {
-    const finished = await repo.finishFileBatch(client, file.batch_id!);
-    if (finished) await recordEvent(client, file.developer_id, 'vector_store.file_batch.completed', { id: finished.id, vector_store_id: finished.vector_store_id });
-  });
+/**
+ * The last file of a batch to finish (completed, failed or cancelled) finishes the batch, once, in
+ * the transaction that finishes the file: the batch's status (read from its files' counts) and its
+ * completed event commit together, and no crash between two commits can leave a batch that never
+ * finishes. The transaction took the batch's lock before the file's (repo.lockFileBatch).
+ */
+export async function finishBatchIn(client: Queryable, file: Pick<repo.StoreFileRow, 'batch_id' | 'developer_id'>): Promise<void> {
+  if (!file.batch_id) return;
+  const finished = await repo.finishFileBatch(client, file.batch_id);
+  if (finished) await recordEvent(client, file.developer_id, 'vector_store.file_batch.completed', { id: finished.id, vector_store_id: finished.vector_store_id });
 }
 
 async function failFile(platform: GatewayServices, job: IngestJob, error: { code: string; message: string }): Promise<void> {
-  const failedFile = await withTransaction(platform.db, async (client) => {
+  await withTransaction(platform.db, async (client) => {
+    if (error.code === 'wallet_empty') await repo.lockStoreForSuspension(client, job.storeId);
+    await repo.lockFileBatch(client, await repo.batchIdOfFile(client, job.storeId, job.fileId));
     const failed = await repo.moveFile(client, job.storeId, job.fileId, ['pending', 'in_progress'], 'failed', { attempt: job.attempt, error });
-    if (!failed) return undefined;
+    if (!failed) return;
     await repo.deleteFileChunks(client, job.storeId, job.fileId);
     await recordEvent(client, failed.developer_id, 'vector_store.file.failed', { vector_store_id: job.storeId, file_id: job.fileId, last_error: error });
     // The developer's wallet could not pay: the store is suspended until it can (a customer's empty wallet fails only its file).
     if (error.code === 'wallet_empty' && (await repo.setSuspended(client, job.storeId, true))) {
       await recordEvent(client, failed.developer_id, 'vector_store.suspended', { id: job.storeId, reason: 'wallet_empty' });
     }
-    return failed;
+    await finishBatchIn(client, failed);
   });
-  if (failedFile?.batch_id) await finishBatchOf(platform, failedFile);
   await fileStorageFor(platform.config).delete(extractedKey(job));
   await fileStorageFor(platform.config).delete(chunkedKey(job));
 }

@@ -209,6 +209,11 @@ export async function updateStore(
 }
 
 /** Suspends (true) or resumes (false) a store; returns whether that changed anything. */
+/** A store's row locked ahead of its suspension, first, as other paths lock it (store, then batch, then file). */
+export async function lockStoreForSuspension(q: Queryable, id: string): Promise<void> {
+  await q.query(`SELECT id FROM vector_stores WHERE id = $1 FOR NO KEY UPDATE`, [id]);
+}
+
 export async function setSuspended(q: Queryable, id: string, suspended: boolean): Promise<boolean> {
   const { rowCount } = await q.query(
     suspended
@@ -426,12 +431,25 @@ export async function findFileBatch(q: Queryable, storeId: string, id: string): 
 }
 
 /**
- * Marks a batch finished when none of its files is pending or running; true only for the call that
- * did it. The batch row's lock orders two files finishing at once, so exactly one of them sees the
- * other's commit and finishes the batch.
+ * Takes a batch's row lock for a transaction that finishes one of its files, before the file's
+ * own: two files finishing at once then commit one after the other, so exactly one of them sees
+ * the other's commit and finishes the batch (finishFileBatch). Every path takes batch before file.
+ */
+export async function lockFileBatch(q: Queryable, batchId: string | null): Promise<void> {
+  if (batchId) await q.query(`SELECT id FROM vector_store_file_batches WHERE id = $1 FOR UPDATE`, [batchId]);
+}
+
+/** The batch a file was attached by (fixed at attach), read before the batch's lock is taken. */
+export async function batchIdOfFile(q: Queryable, storeId: string, fileId: string): Promise<string | null> {
+  const { rows } = await q.query<{ batch_id: string | null }>(`SELECT batch_id FROM vector_store_files WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
+  return rows[0]?.batch_id ?? null;
+}
+
+/**
+ * Marks a batch finished when none of its files is pending or running; returns it only to the call
+ * that did it. The caller holds the batch's lock (lockFileBatch).
  */
 export async function finishFileBatch(q: Queryable, batchId: string): Promise<{ id: string; vector_store_id: string } | undefined> {
-  await q.query(`SELECT id FROM vector_store_file_batches WHERE id = $1 FOR UPDATE`, [batchId]);
   const { rows } = await q.query<{ id: string; vector_store_id: string }>(
     `UPDATE vector_store_file_batches b SET finished_at = now()
      WHERE b.id = $1 AND b.finished_at IS NULL

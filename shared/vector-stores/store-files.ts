@@ -5,7 +5,7 @@ import * as filesRepo from '../files/repository.js';
 import { pageRequest, toPage } from '../pagination.js';
 import { AUTO_CHUNKING } from './chunking.js';
 import { openText, textAad } from './crypto.js';
-import { enqueueIngest, finishBatchOf } from './ingest.js';
+import { enqueueIngest, finishBatchIn } from './ingest.js';
 import * as repo from './repository.js';
 import { activeStore, assertNotSuspended, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 
@@ -101,13 +101,14 @@ export async function detachStoreFile(platform: VectorStoreServices, developerId
 export async function cancelStoreFile(platform: VectorStoreServices, developerId: string, storeId: string, fileId: string) {
   const cancelled = await withTransaction(platform.db, async (client) => {
     await activeStore(client, developerId, storeId, 'share');
+    await repo.lockFileBatch(client, await repo.batchIdOfFile(client, storeId, fileId));
     const file = await fileOf(client, storeId, fileId, true);
     if (file.status !== 'pending' && file.status !== 'in_progress') throw serviceError('file_not_cancellable');
     const moved = (await repo.moveFile(client, storeId, fileId, ['pending', 'in_progress'], 'cancelled'))!;
     await repo.deleteFileChunks(client, storeId, fileId);
+    await finishBatchIn(client, moved);
     return moved;
   });
-  if (cancelled.batch_id) await finishBatchOf(platform, cancelled);
   return formatStoreFile(cancelled);
 }
 
