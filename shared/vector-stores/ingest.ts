@@ -270,7 +270,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
     }
     const usageBytes = totals.text_bytes + totals.chunks * store.dimensions * 4;
     const completed = await withTransaction(platform.db, async (client) => {
-      await repo.lockFileBatch(client, context.file.batch_id);
+      await repo.lockBatchOfFile(client, store.id, job.fileId);
       const moved = await repo.moveFile(client, store.id, job.fileId, ['in_progress'], 'completed', { attempt: job.attempt, chunkCount: totals.chunks, usageBytes });
       if (!moved) return undefined;
       await recordEvent(client, store.developer_id, 'vector_store.file.completed', { vector_store_id: store.id, file_id: job.fileId, chunks: totals.chunks });
@@ -288,7 +288,7 @@ const STAGES: Record<IngestStage, (platform: GatewayServices, job: IngestJob) =>
  * The last file of a batch to finish (completed, failed or cancelled) finishes the batch, once, in
  * the transaction that finishes the file: the batch's status (read from its files' counts) and its
  * completed event commit together, and no crash between two commits can leave a batch that never
- * finishes. The transaction took the batch's lock before the file's (repo.lockFileBatch).
+ * finishes. The transaction took the batch's lock before the file's (repo.lockBatchOfFile).
  */
 export async function finishBatchIn(client: Queryable, file: Pick<repo.StoreFileRow, 'batch_id' | 'developer_id'>): Promise<void> {
   if (!file.batch_id) return;
@@ -299,7 +299,7 @@ export async function finishBatchIn(client: Queryable, file: Pick<repo.StoreFile
 async function failFile(platform: GatewayServices, job: IngestJob, error: { code: string; message: string }): Promise<void> {
   await withTransaction(platform.db, async (client) => {
     if (error.code === 'wallet_empty') await repo.lockStoreForSuspension(client, job.storeId);
-    await repo.lockFileBatch(client, await repo.batchIdOfFile(client, job.storeId, job.fileId));
+    await repo.lockBatchOfFile(client, job.storeId, job.fileId);
     const failed = await repo.moveFile(client, job.storeId, job.fileId, ['pending', 'in_progress'], 'failed', { attempt: job.attempt, error });
     if (!failed) return;
     await repo.deleteFileChunks(client, job.storeId, job.fileId);

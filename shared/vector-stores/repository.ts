@@ -208,12 +208,12 @@ export async function updateStore(
   );
 }
 
-/** Suspends (true) or resumes (false) a store; returns whether that changed anything. */
 /** A store's row locked ahead of its suspension, first, as other paths lock it (store, then batch, then file). */
 export async function lockStoreForSuspension(q: Queryable, id: string): Promise<void> {
   await q.query(`SELECT id FROM vector_stores WHERE id = $1 FOR NO KEY UPDATE`, [id]);
 }
 
+/** Suspends (true) or resumes (false) a store; returns whether that changed anything. */
 export async function setSuspended(q: Queryable, id: string, suspended: boolean): Promise<boolean> {
   const { rowCount } = await q.query(
     suspended
@@ -431,23 +431,22 @@ export async function findFileBatch(q: Queryable, storeId: string, id: string): 
 }
 
 /**
- * Takes a batch's row lock for a transaction that finishes one of its files, before the file's
- * own: two files finishing at once then commit one after the other, so exactly one of them sees
- * the other's commit and finishes the batch (finishFileBatch). Every path takes batch before file.
+ * Takes the row lock of the batch a file was attached by (none for a file attached alone), for a
+ * transaction that finishes the file, before the file's own lock: two files finishing at once
+ * then commit one after the other, so exactly one of them sees the other's commit and finishes the
+ * batch (finishFileBatch). Every path takes batch before file.
  */
-export async function lockFileBatch(q: Queryable, batchId: string | null): Promise<void> {
-  if (batchId) await q.query(`SELECT id FROM vector_store_file_batches WHERE id = $1 FOR UPDATE`, [batchId]);
-}
-
-/** The batch a file was attached by (fixed at attach), read before the batch's lock is taken. */
-export async function batchIdOfFile(q: Queryable, storeId: string, fileId: string): Promise<string | null> {
-  const { rows } = await q.query<{ batch_id: string | null }>(`SELECT batch_id FROM vector_store_files WHERE vector_store_id = $1 AND file_id = $2`, [storeId, fileId]);
-  return rows[0]?.batch_id ?? null;
+export async function lockBatchOfFile(q: Queryable, storeId: string, fileId: string): Promise<void> {
+  await q.query(
+    `SELECT b.id FROM vector_store_file_batches b JOIN vector_store_files f ON f.batch_id = b.id
+     WHERE f.vector_store_id = $1 AND f.file_id = $2 FOR UPDATE OF b`,
+    [storeId, fileId],
+  );
 }
 
 /**
  * Marks a batch finished when none of its files is pending or running; returns it only to the call
- * that did it. The caller holds the batch's lock (lockFileBatch).
+ * that did it. The caller holds the batch's lock (lockBatchOfFile, or an update of the batch row).
  */
 export async function finishFileBatch(q: Queryable, batchId: string): Promise<{ id: string; vector_store_id: string } | undefined> {
   const { rows } = await q.query<{ id: string; vector_store_id: string }>(

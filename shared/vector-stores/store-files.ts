@@ -101,7 +101,7 @@ export async function detachStoreFile(platform: VectorStoreServices, developerId
 export async function cancelStoreFile(platform: VectorStoreServices, developerId: string, storeId: string, fileId: string) {
   const cancelled = await withTransaction(platform.db, async (client) => {
     await activeStore(client, developerId, storeId, 'share');
-    await repo.lockFileBatch(client, await repo.batchIdOfFile(client, storeId, fileId));
+    await repo.lockBatchOfFile(client, storeId, fileId);
     const file = await fileOf(client, storeId, fileId, true);
     if (file.status !== 'pending' && file.status !== 'in_progress') throw serviceError('file_not_cancellable');
     const moved = (await repo.moveFile(client, storeId, fileId, ['pending', 'in_progress'], 'cancelled'))!;
