@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkEntities } from '../shared/brains/entities.js';
 import { mountsForRecall } from '../shared/brains/mounted-recall.js';
+import { openNearestPackChunks, versionPartitionOf } from '../shared/brains/pack-repository.js';
 import { remapScope, sourceScopesFor } from '../shared/brains/scope-map.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -157,6 +158,32 @@ describe('a reference mount', () => {
     // Without the reservation it would have lost its place to every pack row.
     const packScores = hits.filter((hit) => hit.source.store === 'pack').map((hit) => hit.score);
     expect(packScores.every((score) => score > native!.score)).toBe(true);
+  });
+});
+
+describe('a version without a graph', () => {
+  it('is searched exactly with JIT off: the disabled plans would otherwise cost enough to compile every search', async () => {
+    // A version published with its call (1,000 entries or fewer) has no HNSW index: a reference
+    // mount's search is a scan and a sort, whose cost the disabled plan kinds inflate past
+    // PostgreSQL's JIT threshold. JIT compiled each such search of 1,000 chunks for about 220 ms.
+    const source = await newBrain();
+    await write(source, { entry_id: 'shipping', title: 'Shipping', body: SHIPPING });
+    await write(source, { entry_id: 'returns', title: 'Returns', body: RETURNS });
+    const published = await ok('POST', `/v1/brains/${source}/publish`, {});
+    const partition = versionPartitionOf(published.id);
+    const db = gateway.platform.db;
+    const { rows: indexes } = await db.query<{ indexdef: string }>(`SELECT indexdef FROM pg_indexes WHERE tablename = $1`, [partition]);
+    expect(indexes.some((index) => /hnsw/i.test(index.indexdef))).toBe(false);
+    const { rows: [chunk] } = await db.query<{ entry_id: string; query: string; dims: number }>(`SELECT entry_id, embedding::text AS query, vector_dims(embedding) AS dims FROM ${partition} WHERE entry_id = 'returns'`);
+    const cursor = await openNearestPackChunks(db, published.id, chunk!.dims, chunk!.query, null, 10);
+    try {
+      expect((await cursor.client.query<{ jit: string }>(`SELECT current_setting('jit') AS jit`)).rows[0]!.jit).toBe('off');
+      const drawn = await cursor.draw(10);
+      expect(drawn.map((row) => row.entry_id)).toEqual(['returns', 'shipping']);
+      expect(drawn[0]!.cosine).toBeCloseTo(1, 5);
+    } finally {
+      await cursor.close();
+    }
   });
 });
 

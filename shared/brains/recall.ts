@@ -84,10 +84,15 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const closeAll = () => Promise.all(cursors.map((cursor) => cursor.close()));
   let scored: Scored[];
   try {
-    const opened = await Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW)));
-    const fromReferences = opened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    // The brain's own search (a plaintext brain's) opens beside its reference mounts' searches.
+    const [[nativeOpened], mountsOpened] = await Promise.all([
+      Promise.allSettled([strict ? null : repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW)]),
+      Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW))),
+    ]);
+    const fromReferences = mountsOpened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     cursors.push(...fromReferences);
-    const failed = opened.find((result) => result.status === 'rejected');
+    if (nativeOpened!.status === 'fulfilled' && nativeOpened!.value) cursors.push(nativeOpened!.value);
+    const failed = [nativeOpened!, ...mountsOpened].find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
     const { firstDraw } = repo.BRAIN_HNSW;
     if (strictHistory) {
@@ -95,9 +100,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     } else if (strict) {
       scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw, client: platform.db }, fromReferences);
     } else {
-      const native = await repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW);
-      cursors.push(native);
-      scored = await drawAndScore(native, fromReferences);
+      scored = await drawAndScore((nativeOpened as PromiseFulfilledResult<repo.NearestCursor<repo.ChunkCandidate>>).value, fromReferences);
     }
   } catch (error) {
     await closeAll();

@@ -335,31 +335,62 @@ export interface NearestCursor<Row extends { cosine: number }> {
  * point (p95 53.7 -> 28.1 ms at 100,000 entries). The LIMIT bounds the plan's cost too:
  * unbounded, the estimate passed PostgreSQL's JIT threshold and each search spent about 5 ms
  * compiling. `table`'s size picks the beam and the first draw (SMALL_SPACE). `exact` (a scan of
- * history, which has no graph) leaves the plan to PostgreSQL.
+ * history, which has no graph) leaves the plan to PostgreSQL. With `prefetch` the first draw is
+ * fetched as the cursor opens.
  */
-export async function openNearestCursor<Row extends { cosine: number }>(db: Db, search: { table: string; select: string; params: unknown[]; exact?: boolean }): Promise<NearestCursor<Row>> {
+export async function openNearestCursor<Row extends { cosine: number }>(
+  db: Db,
+  search: { table: string; select: string; params: unknown[]; exact?: boolean },
+  options: { prefetch?: boolean } = {},
+): Promise<NearestCursor<Row>> {
   const client = await db.connect();
+  const drawn: Row[] = [];
+  let exhausted = false;
+  const take = (rows: Row[], wanted: number) => {
+    exhausted = rows.length < wanted;
+    for (const row of rows) drawn.push({ ...row, cosine: Number(row.cosine) });
+    // An iterative scan returns its rows nearly in order; callers rely on exactly.
+    drawn.sort((a, b) => b.cosine - a.cosine);
+  };
   let small: boolean;
   try {
     // The HNSW index is the plan: without these PostgreSQL reads every row of the space through a
     // btree and sorts it whenever it asks for more than a few dozen (measured 32 ms against 4 ms at
-    // 5,000 chunks). The transaction, these settings and the beam the table's size calls for go in
-    // one round trip (one simple query of several statements, the last one's row answering).
+    // 5,000 chunks). Where a space has no graph (a pack version built with its publish call, or one
+    // whose index is still building) the scan and sort stay, their cost inflated by the disabled
+    // plans past PostgreSQL's JIT threshold: JIT is off, or each search of a 1,000-chunk version
+    // spent 220 ms compiling a 2 ms scan.
     const planner = search.exact ? '' : 'SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off;';
-    const opened = (await client.query(
-      `BEGIN; ${planner} SET LOCAL hnsw.iterative_scan = relaxed_order;
-       SELECT set_config('hnsw.ef_search', (CASE WHEN small THEN ${SMALL_SPACE.beam} ELSE ${BRAIN_HNSW.efSearch} END)::text, true), small
-         FROM (SELECT coalesce((${ESTIMATED_ROWS}), 'Infinity') <= ${SMALL_SPACE.rows} AS small FROM (SELECT ${client.escapeLiteral(search.table)} AS name) t) s`,
-    )) as unknown as QueryResult<{ small: boolean }>[];
-    small = opened.at(-1)!.rows[0]!.small;
-    await client.query(`DECLARE nearest NO SCROLL CURSOR FOR ${search.select}`, search.params);
+    const begin = `BEGIN; SET LOCAL jit = off; ${planner} SET LOCAL hnsw.iterative_scan = relaxed_order;`;
+    // The space's size as last reckoned: then the transaction, its settings, the cursor and its
+    // first draw go in one round trip (one simple query of several statements, the parameters
+    // inlined as literals); else the size is reckoned first, in the transaction's own round trip.
+    let opening = begin;
+    const known = spaceSizes.smallness(search.table);
+    if (known === undefined) {
+      const sized = (await client.query(
+        `${begin} SELECT coalesce((${ESTIMATED_ROWS}), 'Infinity') <= ${SMALL_SPACE.rows} AS small FROM (SELECT ${client.escapeLiteral(search.table)} AS name) t`,
+      )) as unknown as QueryResult<{ small: boolean }>[];
+      small = sized.at(-1)!.rows[0]!.small;
+      spaceSizes.remember(search.table, small);
+      opening = '';
+    } else {
+      small = known;
+    }
+    const firstDraw = small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw;
+    const statements = [
+      opening,
+      `SET LOCAL hnsw.ef_search = ${small ? SMALL_SPACE.beam : BRAIN_HNSW.efSearch};`,
+      `DECLARE nearest NO SCROLL CURSOR FOR ${inlineParameters(client, search.select, search.params)};`,
+      options.prefetch ? `FETCH FORWARD ${firstDraw} FROM nearest` : '',
+    ];
+    const opened = (await client.query(statements.join(' '))) as unknown as QueryResult<Row>[];
+    if (options.prefetch) take(opened.at(-1)!.rows, firstDraw);
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     client.release();
     throw error;
   }
-  const drawn: Row[] = [];
-  let exhausted = false;
   return {
     firstDraw: small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw,
     client,
@@ -367,15 +398,52 @@ export async function openNearestCursor<Row extends { cosine: number }>(db: Db, 
       const wanted = Math.floor(total) - drawn.length;
       if (exhausted || wanted <= 0) return drawn.slice(0, total);
       const { rows } = await client.query<Row>(`FETCH FORWARD ${wanted} FROM nearest`);
-      exhausted = rows.length < wanted;
-      for (const row of rows) drawn.push({ ...row, cosine: Number(row.cosine) });
-      // An iterative scan returns its rows nearly in order; callers rely on exactly.
-      drawn.sort((a, b) => b.cosine - a.cosine);
+      take(rows, wanted);
       return [...drawn];
     },
     // Read-only: COMMIT ends it, and a connection that cannot is dropped rather than reused.
     close: () => client.query('COMMIT').then(() => client.release(), (error: Error) => client.release(error)),
   };
+}
+
+/**
+ * Whether each searched space is small (SMALL_SPACE.rows), as reckoned within the last minute:
+ * a space grows or shrinks by writes, and a minute-old answer only picks a beam. Bounded: past
+ * MAX_SPACES remembered it starts over.
+ */
+const spaceSizes = (() => {
+  const TTL_MS = 60_000;
+  const MAX_SPACES = 10_000;
+  const sizes = new Map<string, { small: boolean; until: number }>();
+  return {
+    smallness(table: string): boolean | undefined {
+      const known = sizes.get(table);
+      return known && known.until > Date.now() ? known.small : undefined;
+    },
+    remember(table: string, small: boolean): void {
+      if (sizes.size >= MAX_SPACES) sizes.clear();
+      sizes.set(table, { small, until: Date.now() + TTL_MS });
+    },
+  };
+})();
+
+/**
+ * `sql` with each $n replaced by parameter n as a literal, for a statement sent in a simple query
+ * (which takes no parameters): strings (escaped by the driver), arrays of strings, instants and
+ * finite numbers, which are all a search passes.
+ */
+function inlineParameters(client: { escapeLiteral(value: string): string }, sql: string, params: unknown[]): string {
+  const literal = (value: unknown): string => {
+    if (typeof value === 'string') return client.escapeLiteral(value);
+    if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+    if (value instanceof Date) return `${client.escapeLiteral(value.toISOString())}::timestamptz`;
+    if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return `ARRAY[${value.map(literal).join(', ')}]::text[]`;
+    throw new TypeError(`a search parameter of type ${typeof value} cannot be inlined`);
+  };
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    if (Number(n) < 1 || Number(n) > params.length) throw new RangeError(`the search has no parameter $${n}`);
+    return literal(params[Number(n) - 1]);
+  });
 }
 
 /** The chunks nearest the query among the current chunks of a space (HNSW), or, as of an instant, among the chunks valid then (an exact scan: history has no index). */
@@ -392,7 +460,7 @@ export function openNearestChunks(db: Db, brain: Pick<BrainRow, 'id' | 'embeddin
        ORDER BY c.embedding::${cast} <=> $1::${cast} LIMIT ${Number(most)}`,
     params: [query, ...scopes.params, ...(asOf === null ? [] : [asOf])],
     exact: asOf !== null,
-  });
+  }, { prefetch: true });
 }
 
 /**
