@@ -93,6 +93,8 @@ export interface MountDraw {
 /** A reference mount's version searched nearest first, drawn from as recall asks; close it when done. */
 export interface MountCursor {
   draw(total: number): Promise<MountDraw>;
+  /** How many to draw first: fewer in a small version. */
+  firstDraw: number;
   close(): Promise<void>;
 }
 
@@ -115,7 +117,7 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
     });
     return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
   };
-  return { draw, close: cursor.close };
+  return { draw, firstDraw: cursor.firstDraw, close: cursor.close };
 }
 
 /**

@@ -373,9 +373,11 @@ export async function packEntityNames(q: Queryable, versionId: string, entryIds:
 export async function packChunkContents(q: Queryable, versionId: string, keys: { entry_id: string; chunk_index: number }[]): Promise<Map<string, { content: string | null; content_sealed: Buffer | null }>> {
   if (keys.length === 0) return new Map();
   const { rows } = await q.query<{ entry_id: string; chunk_index: number; content: string | null; content_sealed: Buffer | null }>(
+    // The version id too, though the partition holds no other: the key leads with it, and without it
+    // each row was found by walking the whole index (3.8 ms against 0.16 for 4 rows of 20,000).
     `SELECT c.entry_id, c.chunk_index, c.content, c.content_sealed FROM ${versionPartitionOf(versionId)} c
-     JOIN unnest($1::text[], $2::int[]) AS k(entry_id, chunk_index) ON k.entry_id = c.entry_id AND k.chunk_index = c.chunk_index`,
-    [keys.map((key) => key.entry_id), keys.map((key) => key.chunk_index)],
+     JOIN unnest($1::text[], $2::int[]) AS k(entry_id, chunk_index) ON c.version_id = $3 AND k.entry_id = c.entry_id AND k.chunk_index = c.chunk_index`,
+    [keys.map((key) => key.entry_id), keys.map((key) => key.chunk_index), versionId],
   );
   return new Map(rows.map((row) => [`${row.entry_id}:${row.chunk_index}`, row]));
 }

@@ -9,7 +9,7 @@ import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery, type RetriedRecall } from './entries.js';
-import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
+import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountDraw, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
 import { frozenTierWeight, rankingOf, tunedWeight } from './policy.js';
@@ -61,20 +61,29 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
-  // Candidates are drawn in growing batches from every source until each is done.
+  // Candidates are drawn from every source in growing batches, each source from its own first draw
+  // (a small space's is smaller), until each is done; a source done is drawn from no more.
   const drawAndScore = async (native: Pick<repo.NearestCursor<repo.ChunkCandidate>, 'draw' | 'firstDraw' | 'client'>, fromReferences: MountCursor[]): Promise<Scored[]> => {
     const versions = new Map<string, repo.RankedVersion>();
-    for (let draw = native.firstDraw; ; draw *= DRAW_GROWTH) {
-      const [candidates, fromMounts] = await Promise.all([native.draw(draw), Promise.all(fromReferences.map((mount) => mount.draw(draw)))]);
-      const nativeRows = candidates.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-      const scored = await score(native.client, versions, brain, nativeRows, fromMounts.flatMap((drawn) => drawn.rows), materialized, now, graphs);
+    const own = { size: native.firstDraw, rows: [] as repo.ChunkCandidate[], done: false };
+    const references = fromReferences.map((cursor) => ({ cursor, size: cursor.firstDraw, drawn: undefined as MountDraw | undefined, done: false }));
+    for (;;) {
+      await Promise.all([
+        own.done ? undefined : native.draw(own.size).then((rows) => void (own.rows = rows)),
+        ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
+      ]);
+      const nativeRows = own.rows.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
+      const scored = await score(native.client, versions, brain, nativeRows, references.flatMap((source) => source.drawn!.rows), materialized, now, graphs);
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
-      // Each source is done when it ran out, or when nothing it has not given yet can beat the last place kept:
-      // drawn by composite (a strict brain's current chunks), the composite of its last row; drawn by cosine, that row's cosine.
-      const nativeDone = candidates.length < draw || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (candidates.at(-1)?.cosine ?? 0));
-      const mountsDone = fromMounts.every((drawn) => drawn.drawn < draw || last >= drawn.lastCosine);
-      if (draw >= MAX_DRAW || (nativeDone && mountsDone)) return scored;
+      // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
+      // only rises as more is drawn): drawn by composite (a strict brain's current chunks), the composite of its
+      // last row; drawn by cosine, that row's cosine. One drawn to MAX_DRAW stops there.
+      own.done ||=
+        own.rows.length < own.size || own.size >= MAX_DRAW || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0));
+      for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine;
+      if (own.done && references.every((source) => source.done)) return scored;
+      for (const source of [own, ...references]) if (!source.done) source.size *= DRAW_GROWTH;
     }
   };
   // Every cursor opened is closed, whatever fails after it; after a recall's draws the closes
