@@ -115,6 +115,16 @@ describe('a reference mount', () => {
     const after = await recall(consumer, { query: 'What is the returns policy for shoes?', scope: '/', subtree: true, top_k: 10 });
     expect(after.filter((hit) => hit.source.store === 'pack').map((hit) => hit.entry_id)).toEqual(['sizes']);
     expect(after.filter((hit) => hit.source.store === 'native').map((hit) => hit.entry_id).sort()).toEqual(['our-returns', 'shipping']);
+
+    // Twins are looked for only among rows that could be shown, a window at a time, until enough rows that are none:
+    // with one place, or one place and ten misses, no twin is shown either way.
+    const one = await recall(consumer, { query: 'What is the returns policy for shoes?', scope: '/', subtree: true, top_k: 1 });
+    expect(one).toHaveLength(1);
+    expect(one[0]!.source.store === 'pack' && ['returns', 'shipping'].includes(one[0]!.entry_id)).toBe(false);
+    const explained = await ok('POST', `/v1/brains/${consumer}/recall`, { query: 'What is the returns policy for shoes?', scope: '/', subtree: true, top_k: 1, explain_misses: true, misses_top_k: 10 });
+    const shown = [...explained.data, ...explained.misses] as Hit[];
+    expect(shown.filter((hit) => hit.source.store === 'pack').map((hit) => hit.entry_id)).toEqual(['sizes']);
+    expect(shown.filter((hit) => hit.source.store === 'native').map((hit) => hit.entry_id).sort()).toEqual(['our-returns', 'shipping']);
   });
 
   it('draws deeper into the version when its best composite lies past the first batch', async () => {

@@ -5,7 +5,6 @@ import { titleAad } from './aad.js';
 import { namesIn } from './entities.js';
 import { normalizeTitle } from './learning-prompts.js';
 import { importedEntryId } from './mounts.js';
-import * as learned from './learning-repository.js';
 import * as packs from './pack-repository.js';
 import * as repo from './repository.js';
 import { remapScope, sourceScopesFor } from './scope-map.js';
@@ -123,10 +122,11 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
 /**
  * Rules 4 then 3 over the eligible rows (best first): pack twins of native rows leave, then the
  * top_k places are filled, native rows above NATIVE_RELEVANCE first for up to half of them.
- * Returns the hits (best first) and the twins suppressed.
+ * `places` is how many rows the recall shows (top_k, and its top_k misses when it explains them):
+ * only pack rows that could take one are checked. Returns the hits (best first) and the twins found.
  */
-export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, eligible: Scored[], topK: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
-  const twins = await packTwins(platform, brain, keys, eligible);
+export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, eligible: Scored[], topK: number, places: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
+  const twins = await packTwins(platform, brain, keys, eligible, Math.max(places, topK));
   const ranked = eligible.filter((item) => !twins.has(item));
   const reserved = ranked.filter((item) => item.mount === null && item.candidate.cosine >= NATIVE_RELEVANCE).slice(0, Math.ceil(topK / 2));
   const chosen = new Set(reserved);
@@ -137,56 +137,59 @@ export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, br
   return { hits: ranked.filter((item) => chosen.has(item)), twins };
 }
 
-/** Pack rows a native row among the candidates supersedes (rule 4). */
-async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[]): Promise<Set<Scored>> {
-  const native = rows.filter((item) => item.mount === null);
-  const mounted = rows.filter((item) => item.mount !== null && item.packEntryId !== null);
-  if (native.length === 0 || mounted.length === 0) return new Set();
-  const nativeIds = [...new Set(native.map((item) => item.entry.entry_id))];
-  const byVersion = new Map<string, Scored[]>();
-  for (const item of mounted) byVersion.set(item.mount!.version_id, [...(byVersion.get(item.mount!.version_id) ?? []), item]);
-  // Every read at once: the native rows' titles and entity names, and each version's facts and names.
-  const [nativeTitles, nativeNames, ofVersions] = await Promise.all([
-    nativeTitlesOf(platform, brain, keys, nativeIds),
-    learned.entityNamesOfEntries(platform.db, brain.id, nativeIds),
-    Promise.all([...byVersion].map(async ([versionId, items]) => {
-      const packIds = [...new Set(items.map((item) => item.packEntryId!))];
-      const [facts, names] = await Promise.all([packs.packEntryFacts(platform.db, versionId, packIds), packs.packEntityNames(platform.db, versionId, packIds)]);
-      return { items, facts, names };
-    })),
-  ]);
-  const nativeByScope = new Map<string, { ids: Set<string>; titles: Set<string>; names: Set<string> }>();
-  for (const item of native) {
-    const at = nativeByScope.get(item.entry.scope) ?? { ids: new Set(), titles: new Set(), names: new Set() };
-    const title = nativeTitles.get(item.entry.entry_id);
-    if (title) at.titles.add(title);
-    for (const name of nativeNames.get(item.entry.entry_id) ?? []) at.names.add(name);
-    nativeByScope.set(item.entry.scope, at);
-  }
-  const supersededIds = new Set(nativeIds);
+/**
+ * Pack rows a native row among the candidates supersedes (rule 4), among the best rows until
+ * `places` rows that are not twins are found: every place the recall fills or shows lies among
+ * them (native rows are never twins), so a pack row below can change nothing. A recall draws
+ * hundreds of candidates and shows a few; the rows read for the check are the few. The native
+ * side (titles and entity names) is read once, for every native candidate.
+ */
+async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[], places: number): Promise<Set<Scored>> {
+  const isPack = (item: Scored) => item.mount !== null && item.packEntryId !== null;
+  const nativeIds = [...new Set(rows.filter((item) => item.mount === null).map((item) => item.entry.entry_id))];
   const twins = new Set<Scored>();
-  for (const { items, facts, names } of ofVersions) {
-    for (const item of items) {
-      if (supersededIds.has(item.packEntryId!)) {
-        twins.add(item);
-        continue;
+  if (nativeIds.length === 0 || !rows.some(isPack)) return twins;
+  let natives: Promise<Map<string, { titles: Set<string>; names: Set<string> }>> | undefined;
+  const superseded = new Set(nativeIds);
+  let checked = 0;
+  let kept = 0;
+  while (checked < rows.length && kept < places) {
+    const window = rows.slice(checked, checked + places - kept);
+    checked += window.length;
+    kept += window.length;
+    const pack = window.filter((item) => isPack(item) && !superseded.has(item.packEntryId!));
+    for (const item of window) if (isPack(item) && superseded.has(item.packEntryId!)) twins.add(item);
+    if (pack.length > 0) {
+      const [byScope, facts] = await Promise.all([
+        (natives ??= nativeTwinKeys(platform, brain, keys, rows, nativeIds)),
+        packs.packTitlesAndNames(platform.db, pack.map((item) => ({ version_id: item.mount!.version_id, entry_id: item.packEntryId! }))),
+      ]);
+      for (const item of pack) {
+        const same = byScope.get(item.entry.scope);
+        const fact = facts.get(`${item.mount!.version_id}:${item.packEntryId!}`);
+        if (!same || !fact) continue;
+        // A sealed pack's title stays sealed here: its twins are found by entity and entry id.
+        const title = fact.title ? normalizeTitle(fact.title) : '';
+        if ((title !== '' && same.titles.has(title)) || fact.names.some((name) => same.names.has(name))) twins.add(item);
       }
-      const same = nativeByScope.get(item.entry.scope);
-      if (!same) continue;
-      const fact = facts.get(item.packEntryId!);
-      // A sealed pack's title stays sealed here: its twins are found by entity and entry id.
-      const title = fact?.title ? normalizeTitle(fact.title) : '';
-      if ((title !== '' && same.titles.has(title)) || (names.get(item.packEntryId!) ?? []).some((name) => same.names.has(name))) twins.add(item);
     }
+    kept -= window.filter((item) => twins.has(item)).length;
   }
   return twins;
 }
 
-async function nativeTitlesOf(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, entryIds: string[]): Promise<Map<string, string>> {
-  const titles = new Map<string, string>();
-  for (const entry of await repo.currentTitles(platform.db, brain.id, entryIds)) {
+/** The native candidates' normalised titles (opened when sealed) and entity names, by scope. */
+async function nativeTwinKeys(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[], nativeIds: string[]) {
+  const read = new Map((await repo.currentTitlesAndNames(platform.db, brain.id, nativeIds)).map((entry) => [entry.entry_id, entry]));
+  const byScope = new Map<string, { titles: Set<string>; names: Set<string> }>();
+  for (const item of rows) {
+    const entry = item.mount === null ? read.get(item.entry.entry_id) : undefined;
+    if (!entry) continue;
+    const at = byScope.get(item.entry.scope) ?? { titles: new Set<string>(), names: new Set<string>() };
     const title = entry.title ?? (entry.title_sealed ? openText(keys!, entry.title_sealed, titleAad(brain.id, entry.entry_id)) : null);
-    if (title) titles.set(entry.entry_id, normalizeTitle(title));
+    if (title) at.titles.add(normalizeTitle(title));
+    for (const name of entry.names) at.names.add(name);
+    byScope.set(item.entry.scope, at);
   }
-  return titles;
+  return byScope;
 }

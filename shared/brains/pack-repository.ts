@@ -358,16 +358,20 @@ export async function packEntryFacts(q: Queryable, versionId: string, entryIds: 
   return new Map(rows.map((row) => [row.entry_id as string, row]));
 }
 
-/** The normalised entity names linked to each of these entries of a version. */
-export async function packEntityNames(q: Queryable, versionId: string, entryIds: string[]): Promise<Map<string, string[]>> {
-  if (entryIds.length === 0) return new Map();
-  const { rows } = await q.query<{ entry_id: string; names: string[] }>(
-    `SELECT l.entry_id, array_agg(DISTINCT n) AS names FROM brain_pack_entity_links l
-       JOIN brain_pack_entities e ON e.version_id = l.version_id AND e.entity_id = l.entity_id, unnest(array_prepend(e.normalized, e.aliases)) AS n
-     WHERE l.version_id = $1 AND l.entry_id = ANY($2) GROUP BY l.entry_id`,
-    [versionId, entryIds],
-  );
-  return new Map(rows.map((row) => [row.entry_id, row.names]));
+/** Pack entries (of any versions) by version and entry id: title and the normalised names of their linked entities, keyed `version:entry`. */
+export async function packTitlesAndNames(q: Queryable, keys: { version_id: string; entry_id: string }[]): Promise<Map<string, { title: string | null; names: string[] }>> {
+  if (keys.length === 0) return new Map();
+  const { rows } = await q.query<{ version_id: string; entry_id: string; title: string | null; names: string[] }>({
+    name: 'brain-pack-titles-and-names',
+    text: `SELECT e.version_id, e.entry_id, e.title,
+             coalesce((SELECT array_agg(DISTINCT n) FROM brain_pack_entity_links l
+                         JOIN brain_pack_entities en ON en.version_id = l.version_id AND en.entity_id = l.entity_id, unnest(array_prepend(en.normalized, en.aliases)) AS n
+                       WHERE l.version_id = e.version_id AND l.entry_id = e.entry_id), '{}') AS names
+           FROM unnest($1::text[], $2::text[]) AS k(version_id, entry_id)
+           JOIN brain_pack_entries e ON e.version_id = k.version_id AND e.entry_id = k.entry_id`,
+    values: [keys.map((key) => key.version_id), keys.map((key) => key.entry_id)],
+  });
+  return new Map(rows.map((row) => [`${row.version_id}:${row.entry_id}`, { title: row.title, names: row.names }]));
 }
 
 export async function packChunkContents(q: Queryable, versionId: string, keys: { entry_id: string; chunk_index: number }[]): Promise<Map<string, { content: string | null; content_sealed: Buffer | null }>> {

@@ -123,7 +123,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   for (const item of eligible) if (item.factors.score <= 0 || (body.min_score !== undefined && item.factors.score < body.min_score)) item.droppedBy = 'min_score';
   const passing = eligible.filter((item) => item.droppedBy === null);
   // With mounts, the provenance rules pick the places (a native twin suppresses its pack row); without, the best top_k.
-  const { hits, twins } = mounts.length > 0 ? await selectWithMounts(platform, brain, keys, passing, topK) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
+  const { hits, twins } = mounts.length > 0 ? await selectWithMounts(platform, brain, keys, passing, topK, places) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
   for (const item of passing) if (!hits.includes(item) && !twins.has(item)) item.droppedBy = 'top_k';
 
   const misses = explainMisses

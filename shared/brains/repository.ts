@@ -195,8 +195,16 @@ export async function currentEntry(q: Queryable, brainId: string, entryId: strin
 }
 
 /** The titles of these entries' current versions (plaintext or sealed). */
-export async function currentTitles(q: Queryable, brainId: string, entryIds: string[]): Promise<Pick<EntryRow, 'entry_id' | 'title' | 'title_sealed'>[]> {
-  const { rows } = await q.query(`SELECT entry_id, title, title_sealed FROM brain_entries WHERE brain_id = $1 AND entry_id = ANY($2) AND valid_to IS NULL`, [brainId, entryIds]);
+/** Current entries' titles (as stored: sealed or not) and the normalised names of the entities linked to each: what finds a pack row's native twin. */
+export async function currentTitlesAndNames(q: Queryable, brainId: string, entryIds: string[]): Promise<(Pick<EntryRow, 'entry_id' | 'title' | 'title_sealed'> & { names: string[] })[]> {
+  const { rows } = await q.query({
+    name: 'brain-current-titles-and-names',
+    text: `SELECT e.entry_id, e.title, e.title_sealed,
+             coalesce((SELECT array_agg(DISTINCT n) FROM brain_entity_links l JOIN brain_entities en ON en.id = l.entity_id, unnest(array_prepend(en.normalized, en.aliases)) AS n
+                       WHERE l.brain_id = e.brain_id AND l.entry_id = e.entry_id), '{}') AS names
+           FROM brain_entries e WHERE e.brain_id = $1 AND e.entry_id = ANY($2::text[]) AND e.valid_to IS NULL`,
+    values: [brainId, entryIds],
+  });
   return rows;
 }
 
