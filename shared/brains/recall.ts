@@ -100,7 +100,8 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     ]);
     const fromReferences = mountsOpened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     cursors.push(...fromReferences);
-    if (nativeOpened!.status === 'fulfilled' && nativeOpened!.value) cursors.push(nativeOpened!.value);
+    const native = nativeOpened!.status === 'fulfilled' ? nativeOpened!.value : null;
+    if (native) cursors.push(native);
     const failed = [nativeOpened!, ...mountsOpened].find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
     const { firstDraw } = repo.BRAIN_HNSW;
@@ -109,7 +110,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     } else if (strict) {
       scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw, client: platform.db }, fromReferences);
     } else {
-      scored = await drawAndScore((nativeOpened as PromiseFulfilledResult<repo.NearestCursor<repo.ChunkCandidate>>).value, fromReferences);
+      scored = await drawAndScore(native!, fromReferences);
     }
   } catch (error) {
     await closeAll();

@@ -360,7 +360,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
     // An iterative scan returns its rows nearly in order; callers rely on exactly.
     drawn.sort((a, b) => b.cosine - a.cosine);
   };
-  let small: boolean;
+  let firstDraw: number;
   try {
     // The HNSW index is the plan: without these PostgreSQL reads every row of the space through a
     // btree and sorts it whenever it asks for more than a few dozen (measured 32 ms against 4 ms at
@@ -374,6 +374,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
     // first draw go in one round trip (one simple query of several statements, the parameters
     // inlined as literals); else the size is reckoned first, in the transaction's own round trip.
     let opening = begin;
+    let small: boolean;
     const known = spaceSizes.smallness(search.table);
     if (known === undefined) {
       const sized = (await client.query(
@@ -385,7 +386,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
     } else {
       small = known;
     }
-    const firstDraw = small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw;
+    firstDraw = small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw;
     const statements = [
       opening,
       `SET LOCAL hnsw.ef_search = ${small ? SMALL_SPACE.beam : BRAIN_HNSW.efSearch};`,
@@ -400,7 +401,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
     throw error;
   }
   return {
-    firstDraw: small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw,
+    firstDraw,
     client,
     async draw(total) {
       const wanted = Math.floor(total) - drawn.length;
