@@ -168,6 +168,8 @@ const configSchema = z.object({
   BRAIN_REINDEX_ROLLBACK_SECONDS: z.coerce.number().int().min(1).default(7 * 24 * 3_600),
   /** A reindex's embedding activity that stops heartbeating this long is retried elsewhere (it resumes). */
   BRAIN_REINDEX_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3_600).default(30),
+  /** Maintenance memory of one HNSW index build (a reindex, a pack version, a materialize mount, a vector store's migration): a graph that fits builds several times faster (shared/db/pool.ts). */
+  INDEX_BUILD_MEMORY_MB: z.coerce.number().int().min(64).max(65_536).default(1_024),
   /** Memory one process may hold strict brains' opened vectors in (the brains recalled most recently stay). */
   BRAIN_STRICT_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
   /** Packs (spec 2), on top of SVC_BRAINS_ENABLED: off (either), every packs route answers 404 resource_not_found. */

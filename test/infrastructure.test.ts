@@ -4,7 +4,7 @@ import { postLedgerEntry } from '../shared/accounts/repository.js';
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { readdirSync } from 'node:fs';
 import { MIGRATIONS_DIR, runMigrations } from '../shared/db/migrate.js';
-import { withTransaction } from '../shared/db/pool.js';
+import { withIndexBuildMemory, withTransaction } from '../shared/db/pool.js';
 import { newId } from '../shared/ids.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
@@ -32,6 +32,17 @@ describe('migrations', () => {
     const files = readdirSync(MIGRATIONS_DIR).filter((file) => file.endsWith('.sql')).sort().map((file) => file.replace(/\.sql$/, ''));
     expect(rows.map((row) => row.name)).toEqual(files);
     expect(files[0]).toBe('001_enable-vector');
+  });
+});
+
+describe('index builds', () => {
+  it('run with the configured maintenance memory, which ends with their transaction', async () => {
+    const { db, config } = gateway.platform;
+    expect(config.INDEX_BUILD_MEMORY_MB).toBe(1024);
+    const inside = await withIndexBuildMemory(db, 97, async (client) => (await client.query('SHOW maintenance_work_mem')).rows[0].maintenance_work_mem);
+    expect(inside).toBe('97MB');
+    const { rows } = await db.query('SHOW maintenance_work_mem');
+    expect(rows[0].maintenance_work_mem).not.toBe('97MB');
   });
 });
 

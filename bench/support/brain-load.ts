@@ -4,6 +4,7 @@ import { brainKeys } from '../../shared/brains/brains.js';
 import { rankingOf } from '../../shared/brains/policy.js';
 import * as repo from '../../shared/brains/repository.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { withIndexBuildMemory } from '../../shared/db/pool.js';
 import { sealText, sealVector, type StoreKeys } from '../../shared/vector-stores/crypto.js';
 import { mulberry32, type Corpus } from './corpus.js';
 
@@ -37,7 +38,7 @@ export interface Loaded {
 /**
  * Writes corpus rows first..first+size-1 as one-chunk entries of the brain (entry id `e<row>`,
  * sealed as the brain says), in batches, then builds the plaintext brain's HNSW index once over
- * them, as a bulk load should.
+ * them, as a bulk load should, with the memory the platform's own builds take.
  */
 export async function loadBrain(platform: GatewayServices, developerId: string, brainId: string, corpus: Corpus, size: number, now: number, first = 0): Promise<Loaded> {
   const brain = (await repo.findBrain(platform.db, developerId, brainId))!;
@@ -102,7 +103,7 @@ export async function loadBrain(platform: GatewayServices, developerId: string, 
   let indexSeconds: number | null = null;
   if (!strict) {
     const indexStarted = performance.now();
-    await repo.createSpaceIndex(platform.db, brain.id, space, brain.embedding_dims);
+    await withIndexBuildMemory(platform.db, platform.config.INDEX_BUILD_MEMORY_MB, (client) => repo.createSpaceIndex(client, brain.id, space, brain.embedding_dims));
     indexSeconds = (performance.now() - indexStarted) / 1000;
   }
   await platform.db.query(`VACUUM (ANALYZE) ${partition}`);

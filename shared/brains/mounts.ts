@@ -195,7 +195,7 @@ export async function materializeMount(platform: BrainServices, mountId: string,
         after = entries.at(-1)!.entry_id;
       }
       if (buildGraphAfter) {
-        await useIndexBuildMemory(client);
+        await useIndexBuildMemory(client, platform.config.INDEX_BUILD_MEMORY_MB);
         await repo.createSpaceIndex(client, brain.id, space, brain.embedding_dims);
       }
       // The flip, under the mount's lock, then the brain's (the order every writer of mounts keeps).

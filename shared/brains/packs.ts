@@ -175,7 +175,7 @@ export async function indexBuiltVersion(platform: PackServices, versionId: strin
   const version = await packs.versionById(platform.db, versionId);
   if (version?.status !== 'ready') return;
   const pack = (await packs.packById(platform.db, version.pack_id))!;
-  if (pack.encryption_at_publish === 'none') await withIndexBuildMemory(platform.db, (client) => packs.indexVersion(client, versionId, pack.embedding_dims, PACK_HNSW));
+  if (pack.encryption_at_publish === 'none') await withIndexBuildMemory(platform.db, platform.config.INDEX_BUILD_MEMORY_MB, (client) => packs.indexVersion(client, versionId, pack.embedding_dims, PACK_HNSW));
 }
 
 export async function failVersion(platform: PackServices, versionId: string, reason: string): Promise<void> {

@@ -222,7 +222,7 @@ export async function embedMissingChunks(platform: GatewayServices, jobId: strin
 export async function indexReindexSpace(platform: GatewayServices, jobId: string): Promise<void> {
   const context = await contextOf(platform.db, jobId);
   if (!context || context.job.status !== 'in_progress' || context.brain.encryption === 'strict') return;
-  await withIndexBuildMemory(platform.db, (client) => repo.createSpaceIndex(client, context.brain.id, context.job.to_space, context.job.to_dims));
+  await withIndexBuildMemory(platform.db, platform.config.INDEX_BUILD_MEMORY_MB, (client) => repo.createSpaceIndex(client, context.brain.id, context.job.to_space, context.job.to_dims));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { GatewayServices } from '../composition/gateway.js';
 import { backgroundCall } from '../billing/background-call.js';
-import { withTransaction } from '../db/pool.js';
+import { withIndexBuildMemory, withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
@@ -121,7 +121,9 @@ async function keysFor(platform: GatewayServices, store: repo.VectorStoreRow, wr
 export async function prepareMigration(platform: GatewayServices, id: string): Promise<{ running: boolean; chunksTotal: number }> {
   const { migration, store } = await migrationOf(platform, id);
   if (migration.status !== 'in_progress' || store.state !== 'active') return { running: false, chunksTotal: 0 };
-  if (searchIndexOf(store) === 'hnsw') await repo.createSpaceIndex(platform.db, store, migration.to_space, migration.to_dimensions);
+  if (searchIndexOf(store) === 'hnsw') {
+    await withIndexBuildMemory(platform.db, platform.config.INDEX_BUILD_MEMORY_MB, (client) => repo.createSpaceIndex(client, store, migration.to_space, migration.to_dimensions));
+  }
   return { running: true, chunksTotal: await repo.copyMissingChunks(platform.db, migration) };
 }
 
