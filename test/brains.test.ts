@@ -217,6 +217,15 @@ describe('recall', () => {
     expect((await get('/v1/customers/ext:brain-recall-payer/wallet')).body.balance_usd).toBeLessThan(5);
   });
 
+  it("decays a memory by its anchor's age: a status (tier D, three-day half-life) last touched six days ago keeps a quarter", async () => {
+    const brain = await newBrain();
+    await write(brain.id, { entry_id: 'outage', class: 'memory', type: 'status', body: 'The password reset service is down for maintenance.' });
+    await gateway.platform.db.query(`UPDATE brain_entries SET created_at = now() - interval '6 days', updated_at = now() - interval '6 days' WHERE brain_id = $1`, [brain.id]);
+    const [hit] = (await recall(brain.id, { query: 'is password reset down', explain: true })).body.data;
+    expect(hit).toMatchObject({ entry_id: 'outage', factors: { tier_weight: 0.6, usage: 0.75 } });
+    expect(hit.factors.recency).toBeCloseTo(0.25, 4);
+  });
+
   it('recalls through the HNSW graph, with each vector kept whole in its chunk row', async () => {
     const brain = await newBrain();
     await write(brain.id, { entry_id: 'pw', body: 'To reset your password open settings and choose reset password.' });

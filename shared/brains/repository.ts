@@ -507,17 +507,29 @@ export type RankedVersion = Pick<EntryRow, 'version_id' | 'entry_id' | 'scope' |
 
 /**
  * A prepared statement (named, so each connection plans it once): recall reads a few hundred
- * versions each draw, and planning it afresh cost about a millisecond at 256 ids.
+ * versions each draw, and planning it afresh cost about a millisecond at 256 ids. Its instants
+ * come as epoch milliseconds: the driver's parse of 768 timestamps a draw took about 0.4 ms.
  */
 export async function versionsByIds(q: Queryable, versionIds: string[]): Promise<Map<string, RankedVersion>> {
   if (versionIds.length === 0) return new Map();
-  const { rows } = await q.query<RankedVersion>({
+  type Row = Omit<RankedVersion, 'last_used' | 'created_at' | 'updated_at'> & { last_used_ms: number | null; created_ms: number; updated_ms: number };
+  const { rows } = await q.query<Row>({
     name: 'brain-ranked-versions',
-    text: `SELECT version_id, entry_id, scope, class, type, trust, source_mount_id, source, use_count, last_used, created_at, updated_at
+    text: `SELECT version_id, entry_id, scope, class, type, trust, source_mount_id, source, use_count,
+                  (extract(epoch FROM last_used) * 1000)::float8 AS last_used_ms, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
+                  (extract(epoch FROM updated_at) * 1000)::float8 AS updated_ms
            FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
     values: [versionIds],
   });
-  return new Map(rows.map((row) => [String(row.version_id), row]));
+  return new Map(
+    rows.map((row) => [
+      String(row.version_id),
+      {
+        version_id: row.version_id, entry_id: row.entry_id, scope: row.scope, class: row.class, type: row.type, trust: row.trust, source_mount_id: row.source_mount_id,
+        source: row.source, use_count: row.use_count, last_used: row.last_used_ms === null ? null : new Date(row.last_used_ms), created_at: new Date(row.created_ms), updated_at: new Date(row.updated_ms),
+      },
+    ]),
+  );
 }
 
 export async function chunkContents(q: Queryable, brainId: string, space: number, keys: { version_id: string; chunk_index: number }[]): Promise<Map<string, { content: string | null; content_sealed: Buffer | null }>> {
