@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { partitionOf } from '../shared/brains/repository.js';
+import { nextDraw } from '../shared/brains/recall.js';
+import { BRAIN_HNSW, partitionOf, SMALL_SPACE } from '../shared/brains/repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -241,6 +242,12 @@ describe('recall', () => {
     // The emulator's sparse vectors compress; stored whole, a search opens none of them.
     const compression = await db.query(`SELECT pg_column_compression(embedding) AS method FROM ${partitionOf(brain.id)}`);
     expect(compression.rows).toEqual([{ method: null }, { method: null }]);
+  });
+
+  it("draws the rest of the search's beam before walking the graph on, then doubles", () => {
+    const schedule = (first: number, beam: number) => [first, nextDraw(first, beam), nextDraw(nextDraw(first, beam), beam)];
+    expect(schedule(BRAIN_HNSW.firstDraw, BRAIN_HNSW.efSearch)).toEqual([256, 400, 800]);
+    expect(schedule(SMALL_SPACE.firstDraw, SMALL_SPACE.beam)).toEqual([64, 100, 200]);
   });
 
   it('draws past the first batch of nearest chunks when the best composite lies deeper', async () => {

@@ -94,6 +94,8 @@ export interface MountCursor {
   draw(total: number): Promise<MountDraw>;
   /** How many to draw first: fewer in a small version. */
   firstDraw: number;
+  /** What the version's first walk holds (NearestCursor.beam). */
+  beam: number;
   close(): Promise<void>;
 }
 
@@ -116,7 +118,7 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
     });
     return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
   };
-  return { draw, firstDraw: cursor.firstDraw, close: cursor.close };
+  return { draw, firstDraw: cursor.firstDraw, beam: cursor.beam, close: cursor.close };
 }
 
 /**

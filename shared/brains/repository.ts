@@ -333,6 +333,8 @@ export interface NearestCursor<Row extends { cosine: number }> {
   draw(total: number): Promise<Row[]>;
   /** How many to draw first: fewer in a small space. */
   firstDraw: number;
+  /** The candidates the search's first walk holds (hnsw.ef_search): a draw up to it reads them; past it the walk goes on. */
+  beam: number;
   /** The cursor's connection, for reads inside its transaction. */
   client: Queryable;
   close(): Promise<void>;
@@ -363,6 +365,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
     drawn.sort((a, b) => b.cosine - a.cosine);
   };
   let firstDraw: number;
+  let beam: number;
   try {
     // The HNSW index is the plan: without these PostgreSQL reads every row of the space through a
     // btree and sorts it whenever it asks for more than a few dozen (measured 32 ms against 4 ms at
@@ -389,9 +392,10 @@ export async function openNearestCursor<Row extends { cosine: number }>(
       small = known;
     }
     firstDraw = small ? SMALL_SPACE.firstDraw : BRAIN_HNSW.firstDraw;
+    beam = small ? SMALL_SPACE.beam : BRAIN_HNSW.efSearch;
     const statements = [
       opening,
-      `SET LOCAL hnsw.ef_search = ${small ? SMALL_SPACE.beam : BRAIN_HNSW.efSearch};`,
+      `SET LOCAL hnsw.ef_search = ${beam};`,
       `DECLARE nearest NO SCROLL CURSOR FOR ${inlineParameters(client, search.select, search.params)};`,
       options.prefetch ? `FETCH FORWARD ${firstDraw} FROM nearest` : '',
     ];
@@ -404,6 +408,7 @@ export async function openNearestCursor<Row extends { cosine: number }>(
   }
   return {
     firstDraw,
+    beam,
     client,
     async draw(total) {
       const wanted = Math.floor(total) - drawn.length;
