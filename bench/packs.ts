@@ -152,7 +152,7 @@ export async function runPackBench(options: PackBenchOptions): Promise<void> {
         { step: 'workflow started to buildPackVersion started (queued)', 's': between(marks, 'workflow started', 'buildPackVersion started') },
         { step: 'buildPackVersion (copy of entries and chunks in one transaction, then ready)', 's': between(marks, 'buildPackVersion started', 'buildPackVersion completed') },
         { step: 'buildPackVersion completed to indexPackVersion started', 's': between(marks, 'buildPackVersion completed', 'indexPackVersion started') },
-        { step: 'indexPackVersion (HNSW of the version\'s chunks, m 32, ef_construction 128)', 's': between(marks, 'indexPackVersion started', 'indexPackVersion completed') },
+        { step: `indexPackVersion (HNSW of the version's chunks, m ${repo.BRAIN_HNSW.m}, ef_construction ${repo.BRAIN_HNSW.efConstruction})`, 's': between(marks, 'indexPackVersion started', 'indexPackVersion completed') },
       );
     }
     publishRows.push(

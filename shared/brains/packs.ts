@@ -28,7 +28,7 @@ const PAGE = { defaultLimit: 100, maxLimit: 500 };
 const SCAN_BATCH = 256;
 const COPY_PAGE = 500;
 /** HNSW of a plaintext version (what reference mounts search), as the brains' own spaces are built. */
-const PACK_HNSW = { m: 32, efConstruction: 128 };
+const PACK_HNSW = { m: repo.BRAIN_HNSW.m, efConstruction: repo.BRAIN_HNSW.efConstruction };
 
 export async function publish(platform: PackServices, developerId: string, brainId: string, body: z.output<typeof publishBody>) {
   const brain = await brainOf(platform.db, developerId, brainId);

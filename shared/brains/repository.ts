@@ -65,10 +65,15 @@ export const partitionOf = (brainId: string): string => partitionName('brain_chu
  * 37.0 ms for m 16 / 64 / 500 (the graph costs 2.8 times as long to build). At 100,000 entries
  * m 16 / 128 over halfvec (vector stores' graph) built in 261-288 s against 869 s but needed a beam
  * of 700 for recall@10 0.978-0.987 (0.965 at 300), where this graph gives 0.98 to 0.985 at 300.
- * Built in memory (INDEX_BUILD_MEMORY_MB), two 100,000-entry graphs gave 0.980 at 300, and one
- * 0.9855 at 400 (0.9805 at 350, 0.986 at 500) for 0.4 ms more a recall on average: the beam is 400.
+ * Built in memory (INDEX_BUILD_MEMORY_MB) with ef_construction 128, 100,000-entry graphs gave
+ * 0.980 at 300 and 0.980 to 0.987 at 400, and a wider beam no longer helped (0.986 at 500): the
+ * misses were near chunks that a walk reached only after its first beam (found 400 to 1,600 rows
+ * in), the graph's paths to them too few. With ef_construction 256 the same brain gives 0.9975 at
+ * 400 (0.9965 at 300, 0.9945 at 200) for a build of 101 s against 79 s, and an insert of about
+ * 5 to 7 ms at 100,000 chunks. The beam stays 400: a recall's second draw reads it (nextDraw in
+ * recall.ts), and at 300 more recalls walk on (p95 +1.3 to 3 ms, p50 -0.7 to 1.1 ms).
  */
-export const BRAIN_HNSW = { m: 32, efConstruction: 128, efSearch: 400, firstDraw: 256 };
+export const BRAIN_HNSW = { m: 32, efConstruction: 256, efSearch: 400, firstDraw: 256 };
 
 /**
  * A small space is searched with a narrower beam, and recall draws fewer chunks first. At 10,000
