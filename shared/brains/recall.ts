@@ -47,16 +47,16 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
-  // The mounts, and the entities the query names, are looked up while the query is embedded.
+  // The mounts, and the entities the query names, are looked up while the query is embedded. The
+  // searches open once the query and the mounts are known; the entities are awaited where the
+  // first draw is scored (their lookup often ended after the embedding, and held the searches).
   const mountsRead = mountsForRecall(platform, brain.id);
-  const [query, mounts, graphs] = await Promise.all([
-    embedQuery(platform, call, brain, body.query, retried),
-    mountsRead,
-    Promise.all([queryGraph(platform.db, brain.id, filter, body.query), mountsRead]).then(([native, mounts]) =>
-      mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query),
-    ),
-  ]);
-  const graph = graphs.store;
+  const graphsRead = Promise.all([queryGraph(platform.db, brain.id, filter, body.query), mountsRead]).then(([native, mounts]) =>
+    mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query),
+  );
+  // Awaited below, where a failure is thrown; this only keeps it from counting as unhandled meanwhile.
+  void graphsRead.catch(() => undefined);
+  const [query, mounts] = await Promise.all([embedQuery(platform, call, brain, body.query, retried), mountsRead]);
   const now = asOf?.getTime() ?? Date.now();
   // Enough places to rank: the hits, and the misses that would be shown.
   const places = topK + (explainMisses ? missesTopK : 0);
@@ -81,7 +81,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
         ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
       ]);
       const nativeRows = own.rows.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-      const scored = await score(native.client, versions, brain, nativeRows, references.flatMap((source) => source.drawn!.rows), materialized, now, graphs);
+      const scored = await score(native.client, versions, brain, nativeRows, references.flatMap((source) => source.drawn!.rows), materialized, now, await graphsRead);
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
       // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
@@ -116,7 +116,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     if (strictHistory) {
       scored = await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw, beam: firstDraw, client: platform.db }, fromReferences);
     } else if (strict) {
-      scored = await drawAndScore({ draw: (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, graph, materialized), firstDraw, beam: firstDraw, client: platform.db }, fromReferences);
+      scored = await drawAndScore({ draw: async (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, (await graphsRead).store, materialized), firstDraw, beam: firstDraw, client: platform.db }, fromReferences);
     } else {
       scored = await drawAndScore(native!, fromReferences);
     }
