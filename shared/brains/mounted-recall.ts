@@ -128,7 +128,7 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
  * only pack rows that could take one are checked. Returns the hits (best first) and the twins found.
  */
 export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, eligible: Scored[], topK: number, places: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
-  const twins = await packTwins(platform, brain, keys, eligible, Math.max(places, topK));
+  const twins = await packTwins(platform, brain, keys, eligible, places);
   const ranked = eligible.filter((item) => !twins.has(item));
   const reserved = ranked.filter((item) => item.mount === null && item.candidate.cosine >= NATIVE_RELEVANCE).slice(0, Math.ceil(topK / 2));
   const chosen = new Set(reserved);

@@ -112,11 +112,12 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     if (native) cursors.push(native);
     const failed = [nativeOpened!, ...mountsOpened].find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
-    const { firstDraw } = repo.BRAIN_HNSW;
+    // A strict brain's rows are ranked in memory, with no search beam: its draws simply double.
+    const inMemory = { firstDraw: repo.BRAIN_HNSW.firstDraw, beam: repo.BRAIN_HNSW.firstDraw, client: platform.db };
     if (strictHistory) {
-      scored = await drawAndScore({ draw: async (draw) => strictHistory.slice(0, draw), firstDraw, beam: firstDraw, client: platform.db }, fromReferences);
+      scored = await drawAndScore({ ...inMemory, draw: async (draw) => strictHistory.slice(0, draw) }, fromReferences);
     } else if (strict) {
-      scored = await drawAndScore({ draw: async (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, (await graphsRead).store, materialized), firstDraw, beam: firstDraw, client: platform.db }, fromReferences);
+      scored = await drawAndScore({ ...inMemory, draw: async (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, (await graphsRead).store, materialized) }, fromReferences);
     } else {
       scored = await drawAndScore(native!, fromReferences);
     }

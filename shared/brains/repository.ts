@@ -201,7 +201,6 @@ export async function currentEntry(q: Queryable, brainId: string, entryId: strin
   return rows[0];
 }
 
-/** The titles of these entries' current versions (plaintext or sealed). */
 /** Current entries' titles (as stored: sealed or not) and the normalised names of the entities linked to each: what finds a pack row's native twin. */
 export async function currentTitlesAndNames(q: Queryable, brainId: string, entryIds: string[]): Promise<(Pick<EntryRow, 'entry_id' | 'title' | 'title_sealed'> & { names: string[] })[]> {
   const { rows } = await q.query({
@@ -534,12 +533,9 @@ export async function versionsByIds(q: Queryable, versionIds: string[]): Promise
     values: [versionIds],
   });
   return new Map(
-    rows.map((row) => [
-      String(row.version_id),
-      {
-        version_id: row.version_id, entry_id: row.entry_id, scope: row.scope, class: row.class, type: row.type, trust: row.trust, source_mount_id: row.source_mount_id,
-        source: row.source, use_count: row.use_count, last_used: row.last_used_ms === null ? null : new Date(row.last_used_ms), created_at: new Date(row.created_ms), updated_at: new Date(row.updated_ms),
-      },
+    rows.map(({ last_used_ms, created_ms, updated_ms, ...version }) => [
+      String(version.version_id),
+      { ...version, last_used: last_used_ms === null ? null : new Date(last_used_ms), created_at: new Date(created_ms), updated_at: new Date(updated_ms) },
     ]),
   );
 }
