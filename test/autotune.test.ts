@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { autotuneStep, learnedMultipliers, replayedQuality, type HistoryPass } from '../shared/brains/autotune.js';
-import { tunedWeight } from '../shared/brains/policy.js';
+import { DEFAULT_POLICY, frozenWeightCeiling, mergePolicy, tunedWeight, weightCeiling } from '../shared/brains/policy.js';
 
 /** Autotune's arithmetic: multipliers learnt from use, the replayed quality, and the regression guard. */
 const pass = (recalled: [string, string, number][], used: string[]): HistoryPass => ({
@@ -43,5 +43,18 @@ describe('autotune', () => {
     expect(tunedWeight({ tuning: 'auto', tier_multipliers: { C: 0.7 } }, 'C', 0.75)).toBeCloseTo(0.525);
     expect(tunedWeight({ tuning: 'manual', tier_multipliers: { C: 0.7 } }, 'C', 0.75)).toBe(0.75);
     expect(tunedWeight({ tuning: 'auto', tier_multipliers: { A: 1.5 } }, 'A', 1)).toBe(1);
+  });
+
+  it("bounds a row's weight by the highest tuned weight of references, listed types and unlisted ones", () => {
+    const auto = (tier_multipliers: Record<string, number>) => ({ tuning: 'auto' as const, tier_multipliers });
+    expect(weightCeiling(DEFAULT_POLICY, auto({}))).toBe(1);
+    // References and decisions (tier A) tuned down: facts (tier B, 0.9) are the best a row can do.
+    expect(weightCeiling(DEFAULT_POLICY, auto({ A: 0.7 }))).toBeCloseTo(0.9);
+    expect(weightCeiling(DEFAULT_POLICY, { tuning: 'manual', tier_multipliers: { A: 0.7, B: 0.7 } })).toBe(1);
+    // A taxonomy of low weights: references (tier A) and unlisted types (tier C at 0.5) still bound it.
+    const low = mergePolicy(DEFAULT_POLICY, { type_taxonomy: [{ type: 'echo', tier: 'D', weight: 0.1 }] });
+    expect(weightCeiling(low, auto({ A: 0.4 }))).toBe(0.5);
+    expect(weightCeiling(low, auto({ A: 0.4, C: 0.5 }))).toBe(0.4);
+    expect(frozenWeightCeiling({ memory_policy: { ...low, tuning: 'auto' }, tier_multipliers: { A: 0.4, C: 0.5 } })).toBe(0.4);
   });
 });

@@ -271,6 +271,30 @@ describe('recall', () => {
     expect(Math.min(...cosines)).toBeGreaterThan(found[0].factors.cosine);
   });
 
+  it('stops drawing by the highest weight a row can have, and still finds an answer that weight lets through', async () => {
+    // Used near copies of the question at a tuned weight of 0.014 fill the first draw (64 rows, their
+    // cosines falling from 0.67 to 0.57). The answer is a reference (tier A, tuned to 0.8): a ceiling
+    // taken from the memory types alone (0.014) would let the first draw's 8th place end the search
+    // (0.633 x 0.014 beats the 64th's 0.618 x 0.014) before reaching it.
+    const brain = await newBrain({ memory_policy: { type_taxonomy: [{ type: 'echo', tier: 'C', weight: 0.02 }] } });
+    const entries = [
+      ...Array.from({ length: 150 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again by team ${i % 30}, ticket ${i}.` })),
+      { entry_id: 'answer', body: 'The platform team rotates database credentials every ninety days.' },
+    ];
+    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    const db = gateway.platform.db;
+    await db.query(`UPDATE brains SET tier_multipliers = '{"A": 0.8, "C": 0.7}' WHERE id = $1`, [brain.id]);
+    await db.query(`UPDATE brain_entries SET use_count = 100000 WHERE brain_id = $1 AND type = 'echo'`, [brain.id]);
+    await db.query(`ANALYZE ${partitionOf(brain.id)}`);
+
+    const found = (await recall(brain.id, { query: 'How often are the database credentials rotated?', explain: true })).body.data;
+    expect(found[0]).toMatchObject({ entry_id: 'answer', factors: { tier_weight: 0.8 } });
+    expect(found).toHaveLength(8);
+    const echoes = (await recall(brain.id, { query: 'How often are the database credentials rotated?', top_k: 100, explain: true, types: ['echo'] })).body.data;
+    // The premise: every echo is nearer the question than the answer is.
+    expect(Math.min(...echoes.map((hit: any) => hit.factors.cosine))).toBeGreaterThan(found[0].factors.cosine);
+  });
+
   it('sees the scope and its ancestors; inherit false the leaf alone; subtree also below, marked explore', async () => {
     const atRoot = ids((await recall(brainId, { query: 'password reset', top_k: 20 })).body.data);
     expect(atRoot).not.toContain('team-pw');

@@ -5,6 +5,7 @@ import { titleAad } from './aad.js';
 import { namesIn } from './entities.js';
 import { normalizeTitle } from './learning-prompts.js';
 import { importedEntryId } from './mounts.js';
+import { frozenWeightCeiling } from './policy.js';
 import * as packs from './pack-repository.js';
 import * as repo from './repository.js';
 import { remapScope, sourceScopesFor } from './scope-map.js';
@@ -96,6 +97,8 @@ export interface MountCursor {
   firstDraw: number;
   /** What the version's first walk holds (NearestCursor.beam). */
   beam: number;
+  /** No row of the version scores above its cosine times this (its frozen weights' highest). */
+  ceiling: number;
   close(): Promise<void>;
 }
 
@@ -118,7 +121,7 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
     });
     return { rows, drawn: drawn.length, lastCosine: drawn.at(-1)?.cosine ?? 0 };
   };
-  return { draw, firstDraw: cursor.firstDraw, beam: cursor.beam, close: cursor.close };
+  return { draw, firstDraw: cursor.firstDraw, beam: cursor.beam, ceiling: frozenWeightCeiling(mount), close: cursor.close };
 }
 
 /**

@@ -125,6 +125,18 @@ export function rankingOf(policy: MemoryPolicy, entryClass: string, type: string
   return { tier: entry.tier, weight: entry.weight, halfLifeDays: entry.decay ?? TIER_HALF_LIFE_DAYS[entry.tier], anchor: entry.anchor ?? policy.decay_anchor };
 }
 
+/**
+ * The highest tier weight any row ranked under this policy can have: reference and policy
+ * entries, each listed type, and a type the taxonomy no longer lists, each as tuned. Recency,
+ * usage and graph never exceed 1, so no row scores above its cosine times this: the bound
+ * recall's early stop draws against. Autotune lowering the weights of the tiers that are not used
+ * lowers it, and with it how deep recall must draw to be sure of its places.
+ */
+export function weightCeiling(policy: MemoryPolicy, tuning: Parameters<typeof tunedWeight>[0]): number {
+  const rankings = [rankingOf(policy, 'reference', null), rankingOf(policy, 'memory', null), ...policy.type_taxonomy.map((entry) => rankingOf(policy, 'memory', entry.type))];
+  return Math.max(...rankings.map((ranking) => tunedWeight(tuning, ranking.tier, ranking.weight)));
+}
+
 /** The types whose ranking differs between two policies (brain.policy.changed's changed_types). */
 export function changedTypes(before: MemoryPolicy, after: MemoryPolicy): string[] {
   const types = new Set([...before.type_taxonomy, ...after.type_taxonomy].map((entry) => entry.type));
@@ -147,4 +159,9 @@ export function frozenTierWeight(version: { memory_policy: MemoryPolicy; tier_mu
 export function tunedWeight(brain: { tuning: 'auto' | 'manual'; tier_multipliers: Partial<Record<Tier, number>> }, tier: Tier, weight: number): number {
   if (brain.tuning !== 'auto') return weight;
   return Math.min(1, weight * (brain.tier_multipliers[tier] ?? 1));
+}
+
+/** weightCeiling of a pack version's rows, by its frozen policy and tier multipliers. */
+export function frozenWeightCeiling(version: { memory_policy: MemoryPolicy; tier_multipliers: Partial<Record<Tier, number>> }): number {
+  return weightCeiling(version.memory_policy, { tuning: version.memory_policy.tuning, tier_multipliers: version.tier_multipliers });
 }

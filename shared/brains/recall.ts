@@ -12,17 +12,18 @@ import { embedQuery, type RetriedRecall } from './entries.js';
 import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountDraw, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
-import { frozenTierWeight, rankingOf, tunedWeight } from './policy.js';
+import { frozenTierWeight, frozenWeightCeiling, rankingOf, tunedWeight, weightCeiling } from './policy.js';
 import * as repo from './repository.js';
 import type { recallBody } from './schemas.js';
 
 /**
  * Recall (spec 2): the chunks nearest the query in the scopes the call may see, ranked by the
  * composite score cosine x tier weight x recency x usage x graph (graph favours entries linked to
- * the entities the query names: entities.ts). Every factor is at most 1, so
- * no chunk scores above its cosine: candidates are drawn nearest first until the next one's
- * cosine cannot beat the last place kept, and the ranking equals scoring every chunk (up to the
- * approximate nearest-neighbour search itself). Recall reads only: use_count and last_used stay.
+ * the entities the query names: entities.ts). Recency, usage and graph are at most 1, so no chunk
+ * scores above its cosine times the highest tier weight a row of its store can have
+ * (weightCeiling): candidates are drawn nearest first until that bound of the next one cannot beat
+ * the last place kept, and the ranking equals scoring every chunk (up to the approximate
+ * nearest-neighbour search itself). Recall reads only: use_count and last_used stay.
  */
 export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
@@ -66,6 +67,9 @@ export async function recall(platform: GatewayServices, developerId: string, cal
 
   const references = mounts.filter((mount) => mount.mode === 'reference' && mount.encryption_at_publish === 'none');
   const materialized = new Map(mounts.filter((mount) => mount.mode === 'materialize').map((mount) => [mount.mount_id, mount]));
+  // No row a source has not given yet can score above its cosine times the highest weight a row of
+  // that source can have: the brain's own rows (its imports among them) by its policy and theirs.
+  const nativeCeiling = Math.max(weightCeiling(brain.memory_policy, brain), ...[...materialized.values()].map(frozenWeightCeiling));
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
@@ -86,10 +90,12 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
       // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
       // only rises as more is drawn): drawn by composite (a strict brain's current chunks), the composite of its
-      // last row; drawn by cosine, that row's cosine. One drawn to MAX_DRAW stops there.
+      // last row; drawn by cosine, that row's cosine times the source's ceiling. One drawn to MAX_DRAW stops there.
       own.done ||=
-        own.rows.length < own.size || own.size >= MAX_DRAW || (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0));
-      for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine;
+        own.rows.length < own.size ||
+        own.size >= MAX_DRAW ||
+        (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0) * nativeCeiling);
+      for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine * source.cursor.ceiling;
       if (own.done && references.every((source) => source.done)) return scored;
       for (const source of [own, ...references]) if (!source.done) source.size = nextDraw(source.size, source.beam);
     }
