@@ -79,13 +79,17 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const versions = new Map<string, repo.RankedVersion>();
     const own = { size: native.firstDraw, beam: native.beam, rows: [] as repo.ChunkCandidate[], done: false };
     const references = fromReferences.map((cursor) => ({ cursor, size: cursor.firstDraw, beam: cursor.beam, drawn: undefined as MountDraw | undefined, done: false }));
+    // Each draw returns every row so far; a row is scored once, the first time it comes.
+    const scoredByKey = new Map<string, Scored>();
     for (;;) {
       await Promise.all([
         own.done ? undefined : native.draw(own.size).then((rows) => void (own.rows = rows)),
         ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
       ]);
-      const nativeRows = own.rows.map((candidate) => ({ candidate, mount: null, packEntryId: null }));
-      const scored = await score(native.client, versions, brain, nativeRows, references.flatMap((source) => source.drawn!.rows), materialized, now, await graphsRead);
+      const nativeRows = own.rows.filter((candidate) => !scoredByKey.has(nativeKey(candidate)));
+      const referenceRows = references.flatMap((source) => source.drawn!.rows).filter((row) => !scoredByKey.has(candidateKey(row)));
+      for (const item of await score(native.client, versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
+      const scored = [...scoredByKey.values()];
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
       // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
@@ -212,19 +216,19 @@ async function score(
   q: Queryable,
   versions: Map<string, repo.RankedVersion>,
   brain: repo.BrainRow,
-  native: Pick<Scored, 'candidate' | 'mount' | 'packEntryId'>[],
+  native: repo.ChunkCandidate[],
   fromReferences: Omit<Scored, 'factors' | 'droppedBy'>[],
   materialized: Map<string, RecallMount>,
   now: number,
   graphs: MountedGraphs,
 ): Promise<Scored[]> {
-  const unread = [...new Set(native.map((row) => String(row.candidate.version_id)))].filter((id) => !versions.has(id));
+  const unread = [...new Set(native.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
   for (const [id, version] of await repo.versionsByIds(q, unread)) versions.set(id, version);
   const rows: Omit<Scored, 'factors' | 'droppedBy'>[] = [
-    ...native.map((row) => {
-      const entry = versions.get(String(row.candidate.version_id))!;
+    ...native.map((candidate) => {
+      const entry = versions.get(String(candidate.version_id))!;
       const mount = entry.source_mount_id ? (materialized.get(entry.source_mount_id) ?? null) : null;
-      return { ...row, entry, mount, packEntryId: mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null };
+      return { candidate, entry, mount, packEntryId: mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null };
     }),
     ...fromReferences,
   ];
@@ -239,8 +243,13 @@ async function score(
       return { cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph: graphFactor(graphs.store, entry.entry_id) };
     }),
   });
-  return rows.map((row, i) => ({ ...row, factors: factors[i]!, droppedBy: null }));
+  return rows.map(({ candidate, entry, mount, packEntryId }, i) => ({ candidate, entry, mount, packEntryId, factors: factors[i]!, droppedBy: null }));
 }
+
+/** A row's identity within one recall: a reference mount's by its mount and pack entry, any other by its chunk's version. */
+const candidateKey = (row: Pick<Scored, 'candidate' | 'mount'>) =>
+  row.mount?.mode === 'reference' ? `${row.mount.mount_id}:${row.candidate.entry_id}:${row.candidate.chunk_index}` : nativeKey(row.candidate);
+const nativeKey = (candidate: repo.ChunkCandidate) => `${candidate.version_id}:${candidate.chunk_index}`;
 
 /** The lowest composite among a strict draw's native rows: nothing the pass has not returned scores above it. */
 const lastComposite = (scored: Scored[]) => Math.min(...scored.filter((item) => item.mount === null || item.mount.mode === 'materialize').map((item) => item.factors.score));

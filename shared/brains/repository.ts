@@ -532,10 +532,15 @@ export async function versionsByIds(q: Queryable, versionIds: string[]): Promise
            FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
     values: [versionIds],
   });
+  // Each version spelled out: a rest and a spread of every row cost 1.4 ms of a 100,000-entry recall's CPU (profile).
   return new Map(
-    rows.map(({ last_used_ms, created_ms, updated_ms, ...version }) => [
-      String(version.version_id),
-      { ...version, last_used: last_used_ms === null ? null : new Date(last_used_ms), created_at: new Date(created_ms), updated_at: new Date(updated_ms) },
+    rows.map((row) => [
+      String(row.version_id),
+      {
+        version_id: row.version_id, entry_id: row.entry_id, scope: row.scope, class: row.class, type: row.type, trust: row.trust,
+        source_mount_id: row.source_mount_id, source: row.source, use_count: row.use_count,
+        last_used: row.last_used_ms === null ? null : new Date(row.last_used_ms), created_at: new Date(row.created_ms), updated_at: new Date(row.updated_ms),
+      },
     ]),
   );
 }
