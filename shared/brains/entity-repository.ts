@@ -121,8 +121,11 @@ export async function entitiesNamed(q: Queryable, brainId: string, filter: Scope
  */
 export async function namedEntityLinks(q: Queryable, brainId: string, filter: ScopeFilter, names: string[]): Promise<{ named: boolean; namedEntries: string[]; neighbourEntries: string[] }> {
   const scopes = scopeSql(filter, 3, 'e.scope');
-  const { rows } = await q.query<{ named: boolean; named_entries: string[]; neighbour_entries: string[] }>(
-    `WITH named AS (
+  // Named, so each connection plans each of the three scope filters' texts once: planned afresh,
+  // it took 0.5 ms of PostgreSQL's CPU a recall (pg_stat_statements), ten times its execution.
+  const { rows } = await q.query<{ named: boolean; named_entries: string[]; neighbour_entries: string[] }>({
+    name: `brain-named-entity-links-${scopes.params.length}`,
+    text: `WITH named AS (
        SELECT e.id FROM brain_entities e
        WHERE e.brain_id = $1 AND (e.normalized = ANY($2::text[]) OR e.aliases && $2::text[]) AND ${scopes.sql}
      ), neighbours AS (
@@ -133,8 +136,8 @@ export async function namedEntityLinks(q: Queryable, brainId: string, filter: Sc
      SELECT EXISTS (SELECT 1 FROM named) AS named,
        ARRAY(SELECT DISTINCT l.entry_id FROM brain_entity_links l WHERE l.entity_id IN (SELECT id FROM named)) AS named_entries,
        ARRAY(SELECT DISTINCT l.entry_id FROM brain_entity_links l WHERE l.entity_id IN (SELECT id FROM neighbours)) AS neighbour_entries`,
-    [brainId, names, ...scopes.params],
-  );
+    values: [brainId, names, ...scopes.params],
+  });
   const row = rows[0]!;
   return { named: row.named, namedEntries: row.named_entries, neighbourEntries: row.neighbour_entries };
 }

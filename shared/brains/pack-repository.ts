@@ -315,13 +315,15 @@ export interface RecallMountRow {
 }
 
 export async function readyMountsOf(q: Queryable, brainId: string): Promise<RecallMountRow[]> {
-  const { rows } = await q.query<RecallMountRow>(
-    `SELECT m.id AS mount_id, m.mode, m.pack_id, v.version, v.id AS version_id, m.scope_map, v.memory_policy, v.tier_multipliers, p.encryption_at_publish, p.embedding_dims
+  // Named, so each connection plans it once: every recall asks, and its three-table join took 0.3 ms to plan, thirty times its execution.
+  const { rows } = await q.query<RecallMountRow>({
+    name: 'brain-ready-mounts',
+    text: `SELECT m.id AS mount_id, m.mode, m.pack_id, v.version, v.id AS version_id, m.scope_map, v.memory_policy, v.tier_multipliers, p.encryption_at_publish, p.embedding_dims
      FROM brain_mounts m JOIN brain_packs p ON p.id = m.pack_id
        JOIN brain_pack_versions v ON v.pack_id = m.pack_id AND v.version = CASE WHEN m.mode = 'reference' THEN m.pinned_version ELSE m.materialized_version END
      WHERE m.brain_id = $1 AND m.status = 'ready' ORDER BY m.created_at, m.id`,
-    [brainId],
-  );
+    values: [brainId],
+  });
   return rows;
 }
 
