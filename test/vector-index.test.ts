@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CpuPool } from '../shared/platform/cpu-pool.js';
+import { compositeTopK } from '../shared/scoring/composite.js';
 import { dotTopK, kMeans, normalise } from '../shared/scoring/vector-index.js';
 
 /** The CPU pool's kernels for sealed stores, against brute force on seeded random data. */
@@ -85,6 +86,43 @@ describe("the CPU pool's split scan", () => {
         const split = await pool.dotTopK({ vectors: shared, dims, query: query.slice(), k: 10, ...(input.rows && { rows: input.rows.slice() }), ...(input.allowed && { allowed: input.allowed.slice() }) });
         expect([...split.indices]).toEqual([...single.indices]);
         expect([...split.scores]).toEqual([...single.scores]);
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("keeps a strict brain's composite top k exactly across two threads, whole or probed, with cosines", async () => {
+    const dims = 24;
+    const rows = 12_001;
+    const day = 86_400_000;
+    const now = Date.UTC(2026, 10, 28);
+    const shared = new Float32Array(new SharedArrayBuffer(rows * dims * 4));
+    shared.set(randomUnitVectors(rows, dims, 9));
+    const query = randomUnitVectors(1, dims, 23);
+    // Three kinds (an evergreen one, one decaying by its last use, one fixed like a pack row), ages and uses that vary by row.
+    const ranking = {
+      kind: Int32Array.from({ length: rows }, (_, row) => row % 3),
+      kindWeight: Float64Array.from([1, 0.75, 0.9]),
+      kindHalfLife: Float64Array.from([-1, 30, -1]),
+      kindAnchor: Uint8Array.from([0, 2, 0]),
+      kindFixed: Uint8Array.from([0, 0, 1]),
+      createdAt: Float64Array.from({ length: rows }, (_, row) => now - (row % 90) * day),
+      updatedAt: Float64Array.from({ length: rows }, (_, row) => now - (row % 60) * day),
+      lastUsedAt: Float64Array.from({ length: rows }, (_, row) => (row % 5 === 0 ? Number.NaN : now - (row % 40) * day)),
+      useCount: Int32Array.from({ length: rows }, (_, row) => row % 7),
+      now,
+    };
+    const allowed = Uint8Array.from({ length: rows }, (_, row) => (row % 4 === 0 ? 0 : 1));
+    const probed = Int32Array.from({ length: 9_000 }, (_, i) => (i * 11) % rows);
+    const pool = new CpuPool(2);
+    try {
+      for (const input of [{}, { rows: probed }]) {
+        const single = compositeTopK({ vectors: shared, dims, query: query.slice(), k: 12, allowed: allowed.slice(), ...ranking, ...input });
+        const split = await pool.compositeTopK({ vectors: shared, dims, query: query.slice(), k: 12, allowed: allowed.slice(), ...ranking, ...(input.rows && { rows: input.rows.slice() }) });
+        expect([...split.indices]).toEqual([...single.indices]);
+        expect([...split.scores]).toEqual([...single.scores]);
+        expect([...split.cosines]).toEqual([...single.cosines]);
       }
     } finally {
       await pool.close();

@@ -1,5 +1,5 @@
 import { Piscina } from 'piscina';
-import type { CompositeTopK, CompositeTopKInput } from '../scoring/composite.js';
+import { mergeCompositeTopK, type CompositeTopK, type CompositeTopKInput } from '../scoring/composite.js';
 import type { CosineTopKInput, CosineTopKResult } from '../scoring/cosine.js';
 import { mergeTopK, type DotTopKInput, type KMeansInput, type KMeansResult, type TopK } from '../scoring/vector-index.js';
 import type { SecretFinding, SecretScanInput } from '../scanning/secrets.js';
@@ -8,6 +8,8 @@ const TASKS_FILE = new URL('../../workers/tasks/cpu-tasks.mjs', import.meta.url)
 
 /** A scan is split across threads only when each share has at least this many rows to score. */
 const SPLIT_ROWS = 10_000;
+/** The same for a composite scan, which does more a row. */
+const COMPOSITE_SPLIT_ROWS = 4_096;
 
 /**
  * CPU-heavy work (cosine scoring, secret scanning) runs on worker threads so the event loop keeps
@@ -66,8 +68,26 @@ export class CpuPool {
     return this.builds.run(input, { name: 'kMeans', transferList: transfer });
   }
 
-  /** A strict brain's composite top k over its opened vectors (the shared buffers are read in place; the scope mask is transferred). */
-  compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
+  /**
+   * A strict brain's composite top k over its opened vectors (the shared buffers are read in place;
+   * the query, scope mask and rows are transferred), split across the pool's threads as dotTopK's
+   * scans are once each share has COMPOSITE_SPLIT_ROWS rows: a 100,000-entry brain's probed lists
+   * hold about 10,500, which one thread scored in about 14 ms.
+   */
+  async compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
+    const rows = input.rows ? input.rows.length : Math.min(input.allowed.length, input.vectors.length / input.dims);
+    const shares = Math.min(this.maxThreads, Math.floor(rows / COMPOSITE_SPLIT_ROWS));
+    if (shares < 2) return this.compositeTopKTask(input);
+    const all = input.rows ?? Int32Array.from({ length: rows }, (_, row) => row);
+    const parts = await Promise.all(
+      Array.from({ length: shares }, (_, share) =>
+        this.compositeTopKTask({ ...input, query: input.query.slice(), allowed: input.allowed.slice(), rows: all.slice(Math.floor((rows * share) / shares), Math.floor((rows * (share + 1)) / shares)) }),
+      ),
+    );
+    return mergeCompositeTopK(parts, input.k);
+  }
+
+  private compositeTopKTask(input: CompositeTopKInput): Promise<CompositeTopK> {
     return this.piscina.run(input, { name: 'compositeTopK', transferList: [input.query.buffer, input.allowed.buffer, input.rows?.buffer].filter((buffer): buffer is ArrayBuffer => buffer instanceof ArrayBuffer) });
   }
 

@@ -155,4 +155,18 @@ export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
   return { indices, scores, cosines: Float32Array.from(indices, (row) => clampedCosine(vectors, row, query, dims)) };
 }
 
+/** The k best of several shares' top k (each best first), as one scan of all their rows would keep them. */
+export function mergeCompositeTopK(parts: CompositeTopK[], k: number): CompositeTopK {
+  const best = new TopKHeap(k);
+  const cosines = new Map<number, number>();
+  for (const part of parts) {
+    for (let i = 0; i < part.indices.length; i++) {
+      best.offer(part.indices[i]!, part.scores[i]!);
+      cosines.set(part.indices[i]!, part.cosines[i]!);
+    }
+  }
+  const { indices, scores } = best.sorted();
+  return { indices, scores, cosines: Float32Array.from(indices, (row) => cosines.get(row)!) };
+}
+
 const clampedCosine = (vectors: Float32Array, row: number, query: Float32Array, dims: number) => Math.min(1, Math.max(0, dot(vectors, row * dims, query, dims)));
