@@ -11,8 +11,8 @@ import * as repo from './repository.js';
  * The current vectors of strict brains, opened once per process. A strict brain's vectors are
  * sealed, so PostgreSQL cannot rank them: a brain's current chunks are opened under its key into
  * one SharedArrayBuffer of unit vectors, beside what ranks each (its entry's class and type,
- * anchors and use count), and a CPU-pool thread computes the composite of every row in the
- * recall's scopes in place, keeping the best: exact, in one pass. The brain's
+ * anchors and use count), and the CPU pool computes the composite of every row in the recall's
+ * scopes in place, keeping the best: exact, in one pass (split across its threads when large). The brain's
  * write_seq moves with every write, so a changed one sends the cache to PostgreSQL for the
  * current keys only: rows that ended are masked out, new ones are opened and appended (the
  * buffer doubles when full), and nothing already open is opened again. A reindex's swap (a new
