@@ -147,10 +147,14 @@ export function changedTypes(before: MemoryPolicy, after: MemoryPolicy): string[
  * A pack row's tier weight (spec 2, recall with mounts): from its version's frozen policy and the
  * tier multipliers snapshotted with it, whatever the consumer brain's policy says.
  */
-export function frozenTierWeight(version: { memory_policy: MemoryPolicy; tier_multipliers: Partial<Record<Tier, number>> }, entryClass: string, type: string | null): number {
+export function frozenTierWeight(version: FrozenVersion, entryClass: string, type: string | null): number {
   const ranking = rankingOf(version.memory_policy, entryClass, type);
-  return tunedWeight({ tuning: version.memory_policy.tuning, tier_multipliers: version.tier_multipliers }, ranking.tier, ranking.weight);
+  return tunedWeight(frozenTuning(version), ranking.tier, ranking.weight);
 }
+
+type FrozenVersion = { memory_policy: MemoryPolicy; tier_multipliers: Partial<Record<Tier, number>> };
+/** A pack version's tuning as frozen at publish: its policy's mode with the multipliers snapshotted beside it. */
+const frozenTuning = (version: FrozenVersion) => ({ tuning: version.memory_policy.tuning, tier_multipliers: version.tier_multipliers });
 
 /**
  * A tier's effective weight: the taxonomy's, times autotune's learnt multiplier for the tier
@@ -162,6 +166,6 @@ export function tunedWeight(brain: { tuning: 'auto' | 'manual'; tier_multipliers
 }
 
 /** weightCeiling of a pack version's rows, by its frozen policy and tier multipliers. */
-export function frozenWeightCeiling(version: { memory_policy: MemoryPolicy; tier_multipliers: Partial<Record<Tier, number>> }): number {
-  return weightCeiling(version.memory_policy, { tuning: version.memory_policy.tuning, tier_multipliers: version.tier_multipliers });
+export function frozenWeightCeiling(version: FrozenVersion): number {
+  return weightCeiling(version.memory_policy, frozenTuning(version));
 }

@@ -43,16 +43,13 @@ export class CpuPool {
    * takes every core the pool has instead of one.
    */
   async dotTopK(input: DotTopKInput): Promise<TopK> {
-    const rows = input.rows ? input.rows.length : input.vectors.length / input.dims;
-    const shares = Math.min(this.maxThreads, Math.floor(rows / SPLIT_ROWS));
-    if (shares < 2) return this.dotTopKTask(input);
+    const shares = this.shares(input.rows ? input.rows.length : input.vectors.length / input.dims, SPLIT_ROWS);
+    if (shares.length < 2) return this.dotTopKTask(input);
+    const { rows: probed, ...rest } = input;
     const parts = await Promise.all(
-      Array.from({ length: shares }, (_, share) => {
-        const from = Math.floor((rows * share) / shares);
-        const to = Math.floor((rows * (share + 1)) / shares);
-        const { rows: probed, ...rest } = input;
-        return this.dotTopKTask({ ...rest, query: input.query.slice(), ...(input.allowed && { allowed: input.allowed.slice() }), ...(probed ? { rows: probed.slice(from, to) } : { range: { from, to } }) });
-      }),
+      shares.map(({ from, to }) =>
+        this.dotTopKTask({ ...rest, query: input.query.slice(), ...(input.allowed && { allowed: input.allowed.slice() }), ...(probed ? { rows: probed.slice(from, to) } : { range: { from, to } }) }),
+      ),
     );
     return mergeTopK(parts, input.k);
   }
@@ -76,15 +73,17 @@ export class CpuPool {
    */
   async compositeTopK(input: CompositeTopKInput): Promise<CompositeTopK> {
     const rows = input.rows ? input.rows.length : Math.min(input.allowed.length, input.vectors.length / input.dims);
-    const shares = Math.min(this.maxThreads, Math.floor(rows / COMPOSITE_SPLIT_ROWS));
-    if (shares < 2) return this.compositeTopKTask(input);
+    const shares = this.shares(rows, COMPOSITE_SPLIT_ROWS);
+    if (shares.length < 2) return this.compositeTopKTask(input);
     const all = input.rows ?? Int32Array.from({ length: rows }, (_, row) => row);
-    const parts = await Promise.all(
-      Array.from({ length: shares }, (_, share) =>
-        this.compositeTopKTask({ ...input, query: input.query.slice(), allowed: input.allowed.slice(), rows: all.slice(Math.floor((rows * share) / shares), Math.floor((rows * (share + 1)) / shares)) }),
-      ),
-    );
+    const parts = await Promise.all(shares.map(({ from, to }) => this.compositeTopKTask({ ...input, query: input.query.slice(), allowed: input.allowed.slice(), rows: all.slice(from, to) })));
     return mergeCompositeTopK(parts, input.k);
+  }
+
+  /** A scan of `rows` rows cut into one share a thread, each of at least `minRows` rows; a single share is not worth splitting. */
+  private shares(rows: number, minRows: number): { from: number; to: number }[] {
+    const count = Math.max(1, Math.min(this.maxThreads, Math.floor(rows / minRows)));
+    return Array.from({ length: count }, (_, share) => ({ from: Math.floor((rows * share) / count), to: Math.floor((rows * (share + 1)) / count) }));
   }
 
   private compositeTopKTask(input: CompositeTopKInput): Promise<CompositeTopK> {

@@ -1,4 +1,4 @@
-import { dot, TopKHeap } from './vector-index.js';
+import { dot, mergeTopK, TopKHeap } from './vector-index.js';
 
 /**
  * A brain's recall score (spec 2): composite = cosine x tier weight x recency x usage x graph, in
@@ -157,15 +157,9 @@ export function compositeTopK(input: CompositeTopKInput): CompositeTopK {
 
 /** The k best of several shares' top k (each best first), as one scan of all their rows would keep them. */
 export function mergeCompositeTopK(parts: CompositeTopK[], k: number): CompositeTopK {
-  const best = new TopKHeap(k);
   const cosines = new Map<number, number>();
-  for (const part of parts) {
-    for (let i = 0; i < part.indices.length; i++) {
-      best.offer(part.indices[i]!, part.scores[i]!);
-      cosines.set(part.indices[i]!, part.cosines[i]!);
-    }
-  }
-  const { indices, scores } = best.sorted();
+  for (const part of parts) part.indices.forEach((row, i) => cosines.set(row, part.cosines[i]!));
+  const { indices, scores } = mergeTopK(parts, k);
   return { indices, scores, cosines: Float32Array.from(indices, (row) => cosines.get(row)!) };
 }
 
