@@ -2,7 +2,6 @@ import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import type { Queryable } from '../db/pool.js';
 import { compositeRank, graphFactor, type CompositeFactors } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
 import { brainKeys, brainOf } from './brains.js';
@@ -81,14 +80,20 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const references = fromReferences.map((cursor) => ({ cursor, size: cursor.firstDraw, beam: cursor.beam, drawn: undefined as MountDraw | undefined, done: false }));
     // Each draw returns every row so far; a row is scored once, the first time it comes.
     const scoredByKey = new Map<string, Scored>();
+    // A native draw's entry versions are read on its connection while the reference mounts draw on theirs.
+    const drawNative = async () => {
+      own.rows = await native.draw(own.size);
+      const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
+      for (const [id, version] of await repo.versionsByIds(native.client, unread)) versions.set(id, version);
+    };
     for (;;) {
       await Promise.all([
-        own.done ? undefined : native.draw(own.size).then((rows) => void (own.rows = rows)),
+        own.done ? undefined : drawNative(),
         ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
       ]);
       const nativeRows = own.rows.filter((candidate) => !scoredByKey.has(nativeKey(candidate)));
       const referenceRows = references.flatMap((source) => source.drawn!.rows).filter((row) => !scoredByKey.has(candidateKey(row)));
-      for (const item of await score(native.client, versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
+      for (const item of score(versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
       const scored = [...scoredByKey.values()];
       const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
       const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
@@ -210,10 +215,9 @@ const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.en
  * a candidate, so it runs here: handing a draw to the CPU pool copied the candidates to a thread
  * and their factors back, 0.68 ms for 64 candidates and 15.4 ms for 4,096 against 0.13 and 0.49
  * ms computed in place (measured on 2 cores), and the copying held the event loop too. `versions`
- * keeps the entry versions read for earlier batches of the same recall.
+ * holds the entry version of every native candidate (read as each draw came in).
  */
-async function score(
-  q: Queryable,
+function score(
   versions: Map<string, repo.RankedVersion>,
   brain: repo.BrainRow,
   native: repo.ChunkCandidate[],
@@ -221,9 +225,7 @@ async function score(
   materialized: Map<string, RecallMount>,
   now: number,
   graphs: MountedGraphs,
-): Promise<Scored[]> {
-  const unread = [...new Set(native.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
-  for (const [id, version] of await repo.versionsByIds(q, unread)) versions.set(id, version);
+): Scored[] {
   const rows: Omit<Scored, 'factors' | 'droppedBy'>[] = [
     ...native.map((candidate) => {
       const entry = versions.get(String(candidate.version_id))!;
