@@ -189,11 +189,17 @@ function localClientTokenKeys(): string {
   return readFileSync(file, 'utf8');
 }
 
-/** Waits until every check is green (the worker polls once its workflow bundle is built), at most a minute. */
+/**
+ * Waits until every check is green, at most three minutes. The worker polls once its workflow
+ * bundle is built: on a first start, with every process compiling its code at once, that took 70 s
+ * on a 2-core machine, and a minute's wait called such a start degraded. A wait past 15 s says
+ * what it waits for.
+ */
 async function waitForGreenHealth(url: string): Promise<{ status: string; failing: string[] }> {
-  const deadline = Date.now() + 60_000;
+  const started = Date.now();
   let last: { status: string; failing: string[] } | undefined;
-  while (Date.now() < deadline && !stopping) {
+  let told = false;
+  while (Date.now() - started < 180_000 && !stopping) {
     const report = (await fetch(url).then((response) => (response.ok ? response.json() : undefined), () => undefined)) as
       | { status: string; checks: Record<string, { ok: boolean }> }
       | undefined;
@@ -201,9 +207,13 @@ async function waitForGreenHealth(url: string): Promise<{ status: string; failin
       last = { status: report.status, failing: Object.entries(report.checks).filter(([, check]) => !check.ok).map(([name]) => name) };
       if (report.status === 'ok') return last;
     }
+    if (!told && Date.now() - started > 15_000) {
+      told = true;
+      say(last ? `waiting for ${last.failing.join(', ')} (a first start builds the worker's workflow bundle)` : `waiting for the API to answer at ${url}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  if (!last) throw new Error(`the API did not answer at ${url} within 60 s`);
+  if (!last) throw new Error(`the API did not answer at ${url} within 180 s`);
   return last;
 }
 
