@@ -32,6 +32,9 @@ process.chdir(ROOT);
 if (existsSync('.env')) process.loadEnvFile('.env');
 
 const say = (message: string) => process.stderr.write(`platform: ${message}\n`);
+/** How long a start waits for every health check to be green (waitForGreenHealth), and when it says what it waits for. */
+const GREEN_HEALTH_WAIT_MS = 180_000;
+const SAY_WAITING_AFTER_MS = 15_000;
 const mode = process.argv[2];
 if (mode !== 'start' && mode !== 'test') {
   say('usage: platform.ts start|test [vitest arguments]');
@@ -199,7 +202,7 @@ async function waitForGreenHealth(url: string): Promise<{ status: string; failin
   const started = Date.now();
   let last: { status: string; failing: string[] } | undefined;
   let told = false;
-  while (Date.now() - started < 180_000 && !stopping) {
+  while (Date.now() - started < GREEN_HEALTH_WAIT_MS && !stopping) {
     const report = (await fetch(url).then((response) => (response.ok ? response.json() : undefined), () => undefined)) as
       | { status: string; checks: Record<string, { ok: boolean }> }
       | undefined;
@@ -207,13 +210,14 @@ async function waitForGreenHealth(url: string): Promise<{ status: string; failin
       last = { status: report.status, failing: Object.entries(report.checks).filter(([, check]) => !check.ok).map(([name]) => name) };
       if (report.status === 'ok') return last;
     }
-    if (!told && Date.now() - started > 15_000) {
+    if (!told && Date.now() - started > SAY_WAITING_AFTER_MS) {
       told = true;
-      say(last ? `waiting for ${last.failing.join(', ')} (a first start builds the worker's workflow bundle)` : `waiting for the API to answer at ${url}`);
+      const why = last?.failing.includes('worker') ? " (a first start builds the worker's workflow bundle)" : '';
+      say(last ? `waiting for ${last.failing.join(', ')}${why}` : `waiting for the API to answer at ${url}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  if (!last) throw new Error(`the API did not answer at ${url} within 180 s`);
+  if (!last) throw new Error(`the API did not answer at ${url} within ${GREEN_HEALTH_WAIT_MS / 1000} s`);
   return last;
 }
 
