@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkEntities } from '../shared/brains/entities.js';
-import { mountsForRecall } from '../shared/brains/mounted-recall.js';
+import { mountsForRecall, NativeTitles } from '../shared/brains/mounted-recall.js';
 import { openNearestPackChunks, versionPartitionOf } from '../shared/brains/pack-repository.js';
 import { remapScope, sourceScopesFor } from '../shared/brains/scope-map.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
@@ -125,6 +125,16 @@ describe('a reference mount', () => {
     const shown = [...explained.data, ...explained.misses] as Hit[];
     expect(shown.filter((hit) => hit.source.store === 'pack').map((hit) => hit.entry_id)).toEqual(['sizes']);
     expect(shown.filter((hit) => hit.source.store === 'native').map((hit) => hit.entry_id).sort()).toEqual(['our-returns', 'shipping']);
+  });
+
+  it("reads the twin check's native titles as draws come in, and any entry no draw asked for when the check needs it", async () => {
+    const brain = await newBrain();
+    await write(brain, { entry_id: 'drawn', title: 'Shipping', body: SHIPPING });
+    await write(brain, { entry_id: 'unasked', title: 'Returns', body: RETURNS });
+    const titles = new NativeTitles(brain);
+    titles.prefetch(gateway.platform.db, ['drawn']);
+    const read = await titles.of(gateway.platform.db, ['drawn', 'unasked']);
+    expect([...read.values()].map((entry) => [entry.entry_id, entry.title]).sort()).toEqual([['drawn', 'Shipping'], ['unasked', 'Returns']]);
   });
 
   it('draws deeper into the version when its best composite lies past the first batch', async () => {

@@ -1,4 +1,5 @@
 import type { GatewayServices } from '../composition/gateway.js';
+import type { Queryable } from '../db/pool.js';
 import type { CompositeFactors, QueryGraph } from '../scoring/composite.js';
 import { openText, type StoreKeys } from '../vector-stores/crypto.js';
 import { titleAad } from './aad.js';
@@ -130,8 +131,8 @@ export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount
  * `places` is how many rows the recall shows (top_k, and its top_k misses when it explains them):
  * only pack rows that could take one are checked. Returns the hits (best first) and the twins found.
  */
-export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, eligible: Scored[], topK: number, places: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
-  const twins = await packTwins(platform, brain, keys, eligible, places);
+export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, titles: NativeTitles, eligible: Scored[], topK: number, places: number): Promise<{ hits: Scored[]; twins: Set<Scored> }> {
+  const twins = await packTwins(platform, brain, keys, titles, eligible, places);
   const ranked = eligible.filter((item) => !twins.has(item));
   const reserved = ranked.filter((item) => item.mount === null && item.candidate.cosine >= NATIVE_RELEVANCE).slice(0, Math.ceil(topK / 2));
   const chosen = new Set(reserved);
@@ -149,7 +150,7 @@ export async function selectWithMounts(platform: Pick<GatewayServices, 'db'>, br
  * hundreds of candidates and shows a few; the rows read for the check are the few. The native
  * side (titles and entity names) is read once, for every native candidate.
  */
-async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[], places: number): Promise<Set<Scored>> {
+async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, titles: NativeTitles, rows: Scored[], places: number): Promise<Set<Scored>> {
   const isPack = (item: Scored) => item.mount !== null && item.packEntryId !== null;
   const nativeIds = [...new Set(rows.filter((item) => item.mount === null).map((item) => item.entry.entry_id))];
   const twins = new Set<Scored>();
@@ -166,7 +167,7 @@ async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.Brai
     for (const item of window) if (isPack(item) && superseded.has(item.packEntryId!)) twins.add(item);
     if (pack.length > 0) {
       const [byScope, facts] = await Promise.all([
-        (natives ??= nativeTwinKeys(platform, brain, keys, rows, nativeIds)),
+        (natives ??= nativeTwinKeys(platform, brain, keys, titles, rows, nativeIds)),
         packs.packTitlesAndNames(platform.db, pack.map((item) => ({ version_id: item.mount!.version_id, entry_id: item.packEntryId! }))),
       ]);
       for (const item of pack) {
@@ -184,8 +185,8 @@ async function packTwins(platform: Pick<GatewayServices, 'db'>, brain: repo.Brai
 }
 
 /** The native candidates' normalised titles (opened when sealed) and entity names, by scope. */
-async function nativeTwinKeys(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, rows: Scored[], nativeIds: string[]) {
-  const read = new Map((await repo.currentTitlesAndNames(platform.db, brain.id, nativeIds)).map((entry) => [entry.entry_id, entry]));
+async function nativeTwinKeys(platform: Pick<GatewayServices, 'db'>, brain: repo.BrainRow, keys: StoreKeys | null, titles: NativeTitles, rows: Scored[], nativeIds: string[]) {
+  const read = await titles.of(platform.db, nativeIds);
   const byScope = new Map<string, { titles: Set<string>; names: Set<string> }>();
   for (const item of rows) {
     const entry = item.mount === null ? read.get(item.entry.entry_id) : undefined;
@@ -197,4 +198,38 @@ async function nativeTwinKeys(platform: Pick<GatewayServices, 'db'>, brain: repo
     byScope.set(item.entry.scope, at);
   }
   return byScope;
+}
+
+type TitlesAndNames = Awaited<ReturnType<typeof repo.currentTitlesAndNames>>[number];
+
+/**
+ * The current titles and entity names of a recall's native candidates, which the twin check
+ * (rule 4) reads for every native candidate once the draws are done. A recall with mounts asks
+ * for each native draw's entries as the draw comes in, on the draw's own connection while the
+ * mounts draw on theirs; the check then waits only for what is still being read. Read after the
+ * draws it cost 1.2 ms p50; asked early, 10,000 entries with a reference mount of 10,000 recalled
+ * 0.35 ms faster on average (6 alternated runs of 200, 5 of them faster).
+ */
+export class NativeTitles {
+  private readonly reads: Promise<TitlesAndNames[]>[] = [];
+  private readonly asked = new Set<string>();
+
+  constructor(private readonly brainId: string) {}
+
+  /** Starts reading the entries not asked for yet, on `q` (queued behind its other statements); settled by `of`. */
+  prefetch(q: Queryable, entryIds: string[]): void {
+    const unasked = entryIds.filter((id) => !this.asked.has(id));
+    if (unasked.length === 0) return;
+    for (const id of unasked) this.asked.add(id);
+    const read = repo.currentTitlesAndNames(q, this.brainId, unasked);
+    // Awaited in `of`, where a failure is thrown; this only keeps it from counting as unhandled meanwhile.
+    void read.catch(() => undefined);
+    this.reads.push(read);
+  }
+
+  /** Every entry of `entryIds` (reading, on `q`, those never asked for), by entry id. */
+  async of(q: Queryable, entryIds: string[]): Promise<Map<string, TitlesAndNames>> {
+    this.prefetch(q, entryIds);
+    return new Map((await Promise.all(this.reads)).flat().map((entry) => [entry.entry_id, entry]));
+  }
 }

@@ -8,7 +8,7 @@ import { brainKeys, brainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery, type RetriedRecall } from './entries.js';
-import { mountedGraphs, mountsForRecall, openMountDraw, selectWithMounts, type MountCursor, type MountDraw, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
+import { mountedGraphs, mountsForRecall, NativeTitles, openMountDraw, selectWithMounts, type MountCursor, type MountDraw, type MountedGraphs, type RecallMount, type Scored } from './mounted-recall.js';
 import { packChunkContents } from './pack-repository.js';
 import { packEntryIdOf } from './mounts.js';
 import { frozenTierWeight, frozenWeightCeiling, rankingOf, tunedWeight, weightCeiling } from './policy.js';
@@ -72,6 +72,8 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
   const querySql = toSql(query);
+  // With mounts, the twin check reads the titles and entity names of every native candidate: each native draw's are asked for as it comes in.
+  const titles = mounts.length > 0 ? new NativeTitles(brain.id) : null;
   // Candidates are drawn from every source in growing batches, each source from its own first draw
   // (a small space's is smaller), until each is done; a source done is drawn from no more.
   const drawAndScore = async (native: Pick<repo.NearestCursor<repo.ChunkCandidate>, 'draw' | 'firstDraw' | 'beam' | 'client'>, fromReferences: MountCursor[]): Promise<Scored[]> => {
@@ -85,6 +87,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       own.rows = await native.draw(own.size);
       const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
       for (const [id, version] of await repo.versionsByIds(native.client, unread)) versions.set(id, version);
+      titles?.prefetch(native.client, [...new Set(own.rows.map((candidate) => versions.get(String(candidate.version_id))!).filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id))]);
     };
     for (;;) {
       await Promise.all([
@@ -148,7 +151,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   for (const item of eligible) if (item.factors.score <= 0 || (body.min_score !== undefined && item.factors.score < body.min_score)) item.droppedBy = 'min_score';
   const passing = eligible.filter((item) => item.droppedBy === null);
   // With mounts, the provenance rules pick the places (a native twin suppresses its pack row); without, the best top_k.
-  const { hits, twins } = mounts.length > 0 ? await selectWithMounts(platform, brain, keys, passing, topK, places) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
+  const { hits, twins } = titles ? await selectWithMounts(platform, brain, keys, titles, passing, topK, places) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
   for (const item of passing) if (!hits.includes(item) && !twins.has(item)) item.droppedBy = 'top_k';
 
   const misses = explainMisses
