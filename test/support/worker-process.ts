@@ -27,12 +27,18 @@ export interface WorkerProcess {
 }
 
 export interface WorkerProcessOptions {
-  /** How long to wait for 'worker polling' (it bundles the workflows first). Default 60 s. */
+  /** How long to wait for 'worker polling' (it bundles the workflows first). Default READY_TIMEOUT_MS. */
   readyTimeoutMs?: number;
   /** Log level of the worker; at least info, since readiness is read from its log. Default info. */
   logLevel?: 'info' | 'debug' | 'trace';
 }
 
+/**
+ * A worker compiles its code and bundles its workflows before it polls: 24 s on a fresh clone in
+ * CI, and a restart during the full parallel run on 2 cores once took over 60 s (the old limit).
+ * Three minutes, as `npm start` waits for the same thing.
+ */
+const READY_TIMEOUT_MS = 180_000;
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const KEPT_LINES = 300;
 const running = new Set<ChildProcess>();
@@ -57,7 +63,8 @@ export async function startWorkerProcess(env: Record<string, string>, options: W
     running.add(next);
     next.once('exit', () => running.delete(next));
     const ready = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the worker did not log 'worker polling' within ${options.readyTimeoutMs ?? 60_000} ms:\n${lines.slice(-30).join('\n')}`)), options.readyTimeoutMs ?? 60_000);
+      const readyTimeoutMs = options.readyTimeoutMs ?? READY_TIMEOUT_MS;
+      const timer = setTimeout(() => reject(new Error(`the worker did not log 'worker polling' within ${readyTimeoutMs} ms:\n${lines.slice(-30).join('\n')}`)), readyTimeoutMs);
       const onLine = (line: string) => {
         lines.push(line);
         if (lines.length > KEPT_LINES) lines.shift();
