@@ -218,7 +218,7 @@ export class NativeTitles {
 
   /** Starts reading the entries not asked for yet, on `q` (queued behind its other statements); settled by `of`. */
   prefetch(q: Queryable, entryIds: string[]): void {
-    const unasked = entryIds.filter((id) => !this.asked.has(id));
+    const unasked = [...new Set(entryIds)].filter((id) => !this.asked.has(id));
     if (unasked.length === 0) return;
     for (const id of unasked) this.asked.add(id);
     const read = repo.currentTitlesAndNames(q, this.brainId, unasked);

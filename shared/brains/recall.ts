@@ -86,8 +86,9 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const drawNative = async () => {
       own.rows = await native.draw(own.size);
       const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
-      for (const [id, version] of await repo.versionsByIds(native.client, unread)) versions.set(id, version);
-      titles?.prefetch(native.client, [...new Set(own.rows.map((candidate) => versions.get(String(candidate.version_id))!).filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id))]);
+      const read = await repo.versionsByIds(native.client, unread);
+      for (const [id, version] of read) versions.set(id, version);
+      titles?.prefetch(native.client, [...read.values()].filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id));
     };
     for (;;) {
       await Promise.all([
