@@ -129,6 +129,12 @@ describe('reading sentences into statements', () => {
     expect(splitSentences('Alice uses Node.js. Really!  Why?\nNo period here\n\n')).toEqual(['Alice uses Node.js.', 'Really!', 'Why?', 'No period here']);
   });
 
+  it('reads a sentence without its leading discourse marker, as a person correcting themselves says it', () => {
+    expect(splitSentences('Actually, the staging cluster is Atlas. By the way I prefer tabs. So.')).toEqual(['The staging cluster is Atlas.', 'I prefer tabs.', 'So.']);
+    const [memory] = extractMemories(extractionPrompt('user: Actually I do not prefer deployments on Tuesdays.')).memories;
+    expect(memory).toMatchObject({ type: 'preference', negated: true, body: 'The user does not prefer deployments on Tuesdays.' });
+  });
+
   it('reads decisions: we is the team, I is the user, "decided not to" is negated', () => {
     expect(parseStatement('We decided to migrate billing to AWS.')).toEqual({ type: 'decision', subject: 'team', verb: 'decided', object: 'migrate billing to AWS', negated: false, title: 'decision migrate billing aws' });
     expect(parseStatement('I chose Go')).toMatchObject({ type: 'decision', subject: 'user', object: 'Go', title: 'decision' });

@@ -170,13 +170,27 @@ function parseTranscript(transcript: string): Turn[] {
   return turns;
 }
 
-/** Sentences end at `.`, `!` or `?` followed by a space or the end, and at every line break. */
+/**
+ * Words that open a sentence without adding to what it states ("Actually, I do not prefer X"): a
+ * person corrects themselves this way, and the rules below read the sentence without them.
+ */
+const DISCOURSE_MARKER = /^(?:actually|also|and|but|so|well|oh|ok|okay|anyway|by the way|btw|fyi|for the record|just so you know|(?:please )?note that),?\s+(?=\S)/i;
+
+/**
+ * Sentences end at `.`, `!` or `?` followed by a space or the end, and at every line break; a
+ * sentence's leading discourse marker is dropped.
+ */
 export function splitSentences(text: string): string[] {
   return text
     .split(/\r?\n/)
     .flatMap((line) => line.split(/(?<=[.!?])\s+/))
-    .map((sentence) => sentence.trim())
+    .map(withoutDiscourseMarker)
     .filter((sentence) => sentence !== '');
+}
+
+function withoutDiscourseMarker(sentence: string): string {
+  const rest = sentence.trim().replace(DISCOURSE_MARKER, '');
+  return rest.charAt(0).toUpperCase() + rest.slice(1);
 }
 
 /** The ids of `[id] content` lines whose content shares at least two content words with what the assistant said. */
