@@ -16,7 +16,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { createDeveloperAccount } from '../shared/accounts/accounts.js';
 import { createAssistant } from '../shared/assistants/assistants.js';
-import { runEventStream } from '../shared/assistants/run-events.js';
 import { createRun } from '../shared/assistants/runs.js';
 import { createThread } from '../shared/assistants/threads.js';
 import type { MeteredCall } from '../shared/billing/metered-call.js';
@@ -79,7 +78,7 @@ export async function runAssistantBench(options: AssistantBenchOptions): Promise
       const threads = await Promise.all(Array.from({ length: count }, (_, i) => createThread(platform, caller, { messages: [{ role: 'user', content: `Question number ${i}: what is a gateway?` }] })));
       const { sorted, wallSeconds } = await timedAtATime(count, concurrency, async (i) => {
         const run = await createRun(platform, caller, threads[i]!.id, { assistant_id: assistant.id });
-        for await (const event of runEventStream(platform.redis, config.REDIS_KEY_PREFIX, run.id, '0', new AbortController().signal)) {
+        for await (const event of platform.runEvents.follow(run.id, '0', new AbortController().signal)) {
           if (event.event === 'thread.run.completed') break;
           if (event.event.startsWith('thread.run.') && ['failed', 'cancelled', 'expired'].includes(event.event.slice(11))) throw new Error(`run ${run.id} ended ${event.event}`);
         }

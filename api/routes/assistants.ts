@@ -16,7 +16,7 @@ import {
   toolOutputsBody,
 } from '../../shared/assistants/schemas.js';
 import { createMessage, createThread, deleteThread, getMessage, getThread, listMessages, updateMessage, updateThread, type ThreadCaller } from '../../shared/assistants/threads.js';
-import { runEventStream, type RunEvent } from '../../shared/assistants/run-events.js';
+import type { RunEvent } from '../../shared/assistants/run-events.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
 import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
@@ -48,7 +48,7 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     res.setHeader('cache-control', 'no-cache');
     const send = ({ event, data }: RunEvent) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     first.forEach(send);
-    for await (const event of runEventStream(platform.redis, platform.config.REDIS_KEY_PREFIX, runId, afterEventId, abortWhenClientLeaves(res))) send(event);
+    for await (const event of platform.runEvents.follow(runId, afterEventId, abortWhenClientLeaves(res))) send(event);
     if (!res.writableEnded) res.end('event: done\ndata: [DONE]\n\n');
   };
   // The SDK's poll helpers wait this long between reads when it says so.

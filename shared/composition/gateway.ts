@@ -10,6 +10,8 @@ import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
 import { StrictBrainVectors } from '../brains/strict-vectors.js';
+import { RunEventReader } from '../assistants/run-events.js';
+import { createRedis } from '../platform/redis.js';
 import { SealedSpaces } from '../vector-stores/sealed-spaces.js';
 
 /**
@@ -34,6 +36,8 @@ export interface GatewayServices extends Infrastructure {
   /** Sealed vector stores' opened vectors, scored in the CPU pool. */
   sealedSpaces: SealedSpaces;
   strictBrains: StrictBrainVectors;
+  /** Every streamed run's events in this process, read over one blocking Redis connection (opened on first use). */
+  runEvents: RunEventReader;
 }
 
 export function createGatewayServices(config: Config, processName: string, logger = createLogger(config, processName)): GatewayServices {
@@ -47,10 +51,12 @@ export function createGatewayServices(config: Config, processName: string, logge
   const grants = new QuotaGrants(db, config, logger);
   const credentials = new CredentialCache(db, limiter, { ttlMs: config.CREDENTIAL_CACHE_SECONDS * 1000, maxEntries: 10_000, lazyCreatePerMinute: config.LAZY_CREATE_PER_MINUTE });
 
+  const runEvents = new RunEventReader(redis, () => createRedis(config.REDIS_URL, 'run-events', logger), config.REDIS_KEY_PREFIX);
+
   let closing: Promise<void> | undefined;
   const close = () => {
     // The services write their last usage and charges before the connections close.
-    closing ??= settleAll([limiter.flushUsage(), grants.close()], logger).then(() => infrastructure.close());
+    closing ??= settleAll([limiter.flushUsage(), grants.close(), runEvents.close()], logger).then(() => infrastructure.close());
     return closing;
   };
 
@@ -65,6 +71,7 @@ export function createGatewayServices(config: Config, processName: string, logge
     vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
     sealedSpaces: new SealedSpaces(db, infrastructure.cpu, config.VECTOR_STORE_CACHE_MB * 1024 * 1024),
     strictBrains: new StrictBrainVectors(db, infrastructure.cpu, config.BRAIN_STRICT_CACHE_MB * 1024 * 1024),
+    runEvents,
     close,
   };
 }

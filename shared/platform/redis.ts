@@ -3,12 +3,13 @@ import type { Logger } from '../logger.js';
 
 /**
  * Two kinds of connection: `commands` fail fast when Redis is away (a request must not hang on a
- * rate-limit check), `blocking` waits forever, as BullMQ workers require.
+ * rate-limit check); the blocking ones wait forever, as BullMQ workers and the run event reader's
+ * XREAD BLOCK require. The role names the connection in CLIENT LIST.
  */
-export function createRedis(url: string, role: 'commands' | 'blocking', logger: Logger): Redis {
+export function createRedis(url: string, role: 'commands' | 'blocking' | 'run-events', logger: Logger): Redis {
   const redis = new Redis(url, {
     connectionName: `svc-${role}`,
-    maxRetriesPerRequest: role === 'blocking' ? null : 2,
+    maxRetriesPerRequest: role === 'commands' ? 2 : null,
     connectTimeout: 5_000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
   });
