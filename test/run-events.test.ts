@@ -76,6 +76,22 @@ describe('run event reader', () => {
     }
   });
 
+  it('reads again for followers that come after every earlier one has gone, on the same connection', async () => {
+    // Reads of 50 ms: between rounds the read loop finds no one to read for and stops.
+    const events = reader(50);
+    try {
+      for (const round of [1, 2, 3]) {
+        const followed = collect(events.follow(`run_round_${round}`, '0', new AbortController().signal));
+        await publish(`run_round_${round}`, ['thread.run.completed', round]);
+        expect(await followed).toEqual([`thread.run.completed:${round}`]);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(await readerConnections()).toBe(1);
+    } finally {
+      await events.close();
+    }
+  });
+
   it('gives each follower of one run the events after its own cursor', async () => {
     const events = reader();
     try {

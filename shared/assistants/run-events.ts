@@ -61,6 +61,7 @@ export class RunEventReader {
   private blockingId: number | undefined;
   /** A read is in flight, and whether it started before the set of followers last changed. */
   private reading: { stale: boolean } | undefined;
+  /** The read loop while it runs; cleared by the loop itself in the same step that finds no one to read for. */
   private loop: Promise<void> | undefined;
   private closed = false;
 
@@ -99,23 +100,24 @@ export class RunEventReader {
     }
   }
 
+  /** Ends every follower still waiting; the read in flight fails as its connection closes. */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.blocking) await this.unblock();
     for (const followers of this.followers.values()) for (const follower of followers) this.fail(follower, new Error('the run event reader closed'));
     this.followers.clear();
-    await this.loop;
     this.blocking?.disconnect();
+    await this.loop;
   }
 
   private add(follower: Follower): void {
     const followers = this.followers.get(follower.key) ?? new Set();
     followers.add(follower);
     this.followers.set(follower.key, followers);
-    this.loop ??= this.read().finally(() => (this.loop = undefined));
+    this.loop ??= this.read();
     if (this.reading) {
       this.reading.stale = true;
-      void this.unblock();
+      // Failing that (Redis away), the read still ends within blockMs and the next one covers it.
+      this.unblock().catch(() => undefined);
     }
   }
 
@@ -127,7 +129,11 @@ export class RunEventReader {
 
   /** Reads while anyone follows; a read that fails fails the followers it was reading for. */
   private async read(): Promise<void> {
-    while (this.followers.size > 0 && !this.closed) {
+    for (;;) {
+      if (this.followers.size === 0 || this.closed) {
+        this.loop = undefined;
+        return;
+      }
       const keys = [...this.followers.keys()];
       const cursors = keys.map((key) => earliest([...this.followers.get(key)!].map((follower) => follower.cursor)));
       const reading = { stale: false };
@@ -176,7 +182,7 @@ export class RunEventReader {
    * read does; it is sent again until the read has returned.
    */
   private async unblock(): Promise<void> {
-    while (this.reading?.stale || (this.closed && this.reading)) {
+    while (this.reading?.stale) {
       if (this.blockingId !== undefined && Number(await this.commands.client('UNBLOCK', this.blockingId)) === 1) return;
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
