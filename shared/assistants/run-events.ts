@@ -59,8 +59,8 @@ export class RunEventReader {
   private blocking: Redis | undefined;
   /** The blocking connection's client id, for CLIENT UNBLOCK; read again after each reconnect. */
   private blockingId: number | undefined;
-  /** A read is in flight, and whether it started before the set of followers last changed. */
-  private reading: { stale: boolean } | undefined;
+  /** The read in flight (a token per read): a follower added meanwhile interrupts this one. */
+  private reading: object | undefined;
   /** The read loop while it runs; cleared by the loop itself in the same step that finds no one to read for. */
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -77,7 +77,7 @@ export class RunEventReader {
    * or it waits for tool outputs) or the caller's signal.
    */
   async *follow(runId: string, afterId: string, signal: AbortSignal): AsyncGenerator<RunEvent> {
-    if (this.closed) throw new Error('the run event reader is closed');
+    if (this.closed) throw readerClosed();
     const follower: Follower = { key: keyOf(this.prefix, runId), cursor: afterId, queue: [] };
     const wake = () => follower.wake?.();
     signal.addEventListener('abort', wake, { once: true });
@@ -103,7 +103,7 @@ export class RunEventReader {
   /** Ends every follower still waiting; the read in flight fails as its connection closes. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const followers of this.followers.values()) for (const follower of followers) this.fail(follower, new Error('the run event reader closed'));
+    for (const followers of this.followers.values()) for (const follower of followers) this.fail(follower, readerClosed());
     this.followers.clear();
     this.blocking?.disconnect();
     await this.loop;
@@ -115,9 +115,8 @@ export class RunEventReader {
     this.followers.set(follower.key, followers);
     this.loop ??= this.read();
     if (this.reading) {
-      this.reading.stale = true;
       // Failing that (Redis away), the read still ends within blockMs and the next one covers it.
-      this.unblock().catch(() => undefined);
+      this.unblock(this.reading).catch(() => undefined);
     }
   }
 
@@ -136,8 +135,7 @@ export class RunEventReader {
       }
       const keys = [...this.followers.keys()];
       const cursors = keys.map((key) => earliest([...this.followers.get(key)!].map((follower) => follower.cursor)));
-      const reading = { stale: false };
-      this.reading = reading;
+      this.reading = {};
       try {
         const connection = await this.connection();
         const batch = (await connection.xread('COUNT', 100, 'BLOCK', this.blockMs, 'STREAMS', ...keys, ...cursors)) as [string, [string, string[]][]][] | null;
@@ -181,8 +179,8 @@ export class RunEventReader {
    * CLIENT UNBLOCK reaches Redis on another connection than the read, so it may arrive before the
    * read does; it is sent again until the read has returned.
    */
-  private async unblock(): Promise<void> {
-    while (this.reading?.stale) {
+  private async unblock(read: object): Promise<void> {
+    while (this.reading === read) {
       if (this.blockingId !== undefined && Number(await this.commands.client('UNBLOCK', this.blockingId)) === 1) return;
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
@@ -195,5 +193,7 @@ function compareIds(a: string, b: string): number {
   const [bMs, bSeq = '0'] = b.split('-');
   return Number(aMs) - Number(bMs) || Number(aSeq) - Number(bSeq);
 }
+
+const readerClosed = () => new Error('the run event reader closed');
 
 const earliest = (ids: string[]) => ids.reduce((first, id) => (compareIds(id, first) < 0 ? id : first));
