@@ -9,6 +9,7 @@ import { MeteringTimings } from '../platform/metering-timings.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
+import { RankedVersions } from '../brains/ranked-versions.js';
 import { StrictBrainVectors } from '../brains/strict-vectors.js';
 import { RunEventReader } from '../assistants/run-events.js';
 import { createRedis } from '../platform/redis.js';
@@ -36,6 +37,7 @@ export interface GatewayServices extends Infrastructure {
   /** Sealed vector stores' opened vectors, scored in the CPU pool. */
   sealedSpaces: SealedSpaces;
   strictBrains: StrictBrainVectors;
+  rankedVersions: RankedVersions;
   /** Every streamed run's events in this process, read over one blocking Redis connection (opened on first use). */
   runEvents: RunEventReader;
 }
@@ -71,6 +73,7 @@ export function createGatewayServices(config: Config, processName: string, logge
     vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
     sealedSpaces: new SealedSpaces(db, infrastructure.cpu, config.VECTOR_STORE_CACHE_MB * 1024 * 1024),
     strictBrains: new StrictBrainVectors(db, infrastructure.cpu, config.BRAIN_STRICT_CACHE_MB * 1024 * 1024),
+    rankedVersions: new RankedVersions(config.BRAIN_RANKING_CACHE_ROWS),
     runEvents,
     close,
   };
