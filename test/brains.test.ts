@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUses } from '../shared/brains/learning-repository.js';
-import { RankedVersions } from '../shared/brains/ranked-versions.js';
+import { RowCache } from '../shared/brains/row-cache.js';
 import { nextDraw } from '../shared/brains/recall.js';
-import { BRAIN_HNSW, partitionOf, SMALL_SPACE } from '../shared/brains/repository.js';
+import { BRAIN_HNSW, partitionOf, SMALL_SPACE, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -225,7 +225,7 @@ describe('recall', () => {
     await write(brain.id, { entry_id: 'rotation', class: 'memory', type: 'fact', body: 'Database credentials rotate every ninety days.' });
     const question = { query: 'how often do database credentials rotate', explain: true };
     const [before] = (await recall(brain.id, question)).body.data;
-    expect(gateway.platform.rankedVersions.cachedFor(brain.id)).toBe(1);
+    expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(1);
     // As a learn pass counts the memories an answer used.
     await countUses(gateway.platform.db, brain.id, ['rotation']);
     const [after] = (await recall(brain.id, question)).body.data;
@@ -240,33 +240,32 @@ describe('recall', () => {
     const db = gateway.platform.db;
     const versionsOf = async (brainId: string) => (await db.query<{ version_id: string }>(`SELECT version_id FROM brain_entries WHERE brain_id = $1 ORDER BY entry_id`, [brainId])).rows.map((row) => String(row.version_id));
     const [mine, theirs] = [await versionsOf(brain.id), await versionsOf(other.id)];
-    let queries = 0;
-    const counted = { query: ((...args: unknown[]) => ((queries += 1), (db.query as (...a: unknown[]) => unknown)(...args))) as typeof db.query };
-    const at = (brainId: string, usageSeq: number) => ({ id: brainId, usage_seq: String(usageSeq) });
+    const asked: string[][] = [];
+    const fetch = (missing: string[]) => (asked.push(missing), versionsByIds(db, missing));
 
-    const cache = new RankedVersions(4);
-    const first = await cache.read(counted, at(brain.id, 1), mine.slice(0, 2));
+    const cache = new RowCache<RankedVersion>(4);
+    const first = await cache.read(brain.id, 1, mine.slice(0, 2), fetch);
     expect([...first.keys()].sort()).toEqual(mine.slice(0, 2).sort());
     expect(first.get(mine[0]!)).toMatchObject({ entry_id: 'a', use_count: 0 });
-    const again = await cache.read(counted, at(brain.id, 1), mine.slice(0, 2));
-    expect([queries, again.get(mine[1]!)?.entry_id]).toEqual([1, 'b']);
-    // Only the version not yet cached is read.
-    expect((await cache.read(counted, at(brain.id, 1), mine)).size).toBe(3);
-    expect([queries, cache.cachedFor(brain.id)]).toEqual([2, 3]);
+    const again = await cache.read(brain.id, 1, mine.slice(0, 2), fetch);
+    expect([asked.length, again.get(mine[1]!)?.entry_id]).toEqual([1, 'b']);
+    // Only what is not kept yet is read.
+    expect((await cache.read(brain.id, 1, mine, fetch)).size).toBe(3);
+    expect([asked.at(-1), cache.keptFor(brain.id)]).toEqual([[mine[2]], 3]);
 
-    // A recall that read the brain before its usage moved neither uses nor fills the newer cache.
-    await cache.read(counted, at(brain.id, 2), mine.slice(0, 1));
-    expect([queries, cache.cachedFor(brain.id)]).toEqual([3, 1]);
-    await cache.read(counted, at(brain.id, 1), mine);
-    expect([queries, cache.cachedFor(brain.id)]).toEqual([4, 1]);
+    // A newer stamp starts the brain over; a read that began under an older one neither uses nor fills it.
+    await cache.read(brain.id, 2, mine.slice(0, 1), fetch);
+    expect([asked.length, cache.keptFor(brain.id)]).toEqual([3, 1]);
+    await cache.read(brain.id, 1, mine, fetch);
+    expect([asked.at(-1), cache.keptFor(brain.id)]).toEqual([mine, 1]);
 
-    // Past 4 rows the brain recalled least recently goes whole; a brain alone over the budget starts over.
-    await cache.read(counted, at(other.id, 1), theirs);
-    await cache.read(counted, at(brain.id, 2), mine);
-    expect([cache.cachedFor(brain.id), cache.cachedFor(other.id)]).toEqual([3, 0]);
-    const tiny = new RankedVersions(2);
-    expect((await tiny.read(counted, at(brain.id, 1), mine)).size).toBe(3);
-    expect(tiny.cachedFor(brain.id)).toBe(0);
+    // Past 4 rows the brain read least recently goes whole; a brain alone over the budget starts over.
+    await cache.read(other.id, 1, theirs, fetch);
+    await cache.read(brain.id, 2, mine, fetch);
+    expect([cache.keptFor(brain.id), cache.keptFor(other.id)]).toEqual([3, 0]);
+    const tiny = new RowCache<RankedVersion>(2);
+    expect((await tiny.read(brain.id, 1, mine, fetch)).size).toBe(3);
+    expect(tiny.keptFor(brain.id)).toBe(0);
   });
 
   it("decays a memory by its anchor's age: a status (tier D, three-day half-life) last touched six days ago keeps a quarter", async () => {

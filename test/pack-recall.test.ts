@@ -79,6 +79,9 @@ describe('a reference mount', () => {
     expect(shipped!.factors).toMatchObject({ recency: 1, usage: 1 });
     expect(shipped!.factors!.score).toBeCloseTo(shipped!.factors!.cosine * shipped!.factors!.tier_weight * shipped!.factors!.graph, 5);
     expect(hits.find((hit) => hit.entry_id === 'own')).toMatchObject({ source: { store: 'native', entry_id: 'own' } });
+    // The version's entries are kept by the process (a version never changes): the recalls below rank from memory.
+    const { rows } = await gateway.platform.db.query(`SELECT id FROM brain_pack_versions WHERE pack_id = $1 AND version = 1`, [pack.packId]);
+    expect(gateway.platform.packEntryFacts.keptFor(rows[0].id)).toBeGreaterThan(0);
 
     // A scope outside the target sees none of it; the target's subtree does; /internal is covered by no key of the scope_map: never mounted.
     expect((await recall(consumer, { query: 'Where do orders ship from?', scope: '/other' })).some((hit) => hit.source.store === 'pack')).toBe(false);

@@ -9,6 +9,7 @@ import { importedEntryId } from './mounts.js';
 import { frozenWeightCeiling } from './policy.js';
 import * as packs from './pack-repository.js';
 import * as repo from './repository.js';
+import { IMMUTABLE } from './row-cache.js';
 import { remapScope, sourceScopesFor } from './scope-map.js';
 
 /**
@@ -103,13 +104,14 @@ export interface MountCursor {
   close(): Promise<void>;
 }
 
-export async function openMountDraw(platform: Pick<GatewayServices, 'db'>, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
+export async function openMountDraw(platform: Pick<GatewayServices, 'db' | 'packEntryFacts'>, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
   const cursor = await packs.openNearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), most);
   const facts = new Map<string, packs.PackEntryFacts>();
   const draw = async (total: number): Promise<MountDraw> => {
     const drawn = await cursor.draw(total);
     const unread = [...new Set(drawn.map((chunk) => chunk.entry_id))].filter((entryId) => !facts.has(entryId));
-    for (const [entryId, fact] of await packs.packEntryFacts(cursor.client, mount.version_id, unread)) facts.set(entryId, fact);
+    const read = await platform.packEntryFacts.read(mount.version_id, IMMUTABLE, unread, (missing) => packs.packEntryFacts(cursor.client, mount.version_id, missing));
+    for (const [entryId, fact] of read) facts.set(entryId, fact);
     const rows = drawn.flatMap((chunk) => {
       const target = remapScope(mount.scope_map, chunk.scope);
       const fact = facts.get(chunk.entry_id);

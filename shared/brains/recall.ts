@@ -86,7 +86,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const drawNative = async () => {
       own.rows = await native.draw(own.size);
       const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
-      const read = await platform.rankedVersions.read(native.client, brain, unread);
+      const read = await platform.rankedVersions.read(brain.id, brain.usage_seq, unread, (missing) => repo.versionsByIds(native.client, missing));
       for (const [id, version] of read) versions.set(id, version);
       titles?.prefetch(native.client, [...read.values()].filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id));
     };

@@ -9,7 +9,9 @@ import { MeteringTimings } from '../platform/metering-timings.js';
 import { ProviderRegistry } from '../providers/registry.js';
 import { RateLimiter } from '../ratelimit/limiter.js';
 import { loadMasterKey, VectorStoreKeyring } from '../vector-stores/keyring.js';
-import { RankedVersions } from '../brains/ranked-versions.js';
+import { RowCache } from '../brains/row-cache.js';
+import type { RankedVersion } from '../brains/repository.js';
+import type { PackEntryFacts } from '../brains/pack-repository.js';
 import { StrictBrainVectors } from '../brains/strict-vectors.js';
 import { RunEventReader } from '../assistants/run-events.js';
 import { createRedis } from '../platform/redis.js';
@@ -37,7 +39,9 @@ export interface GatewayServices extends Infrastructure {
   /** Sealed vector stores' opened vectors, scored in the CPU pool. */
   sealedSpaces: SealedSpaces;
   strictBrains: StrictBrainVectors;
-  rankedVersions: RankedVersions;
+  /** Recall's candidates' entry versions, by brain (stamped with its usage_seq), and a reference mount's pack entries, by version. */
+  rankedVersions: RowCache<RankedVersion>;
+  packEntryFacts: RowCache<PackEntryFacts>;
   /** Every streamed run's events in this process, read over one blocking Redis connection (opened on first use). */
   runEvents: RunEventReader;
 }
@@ -73,7 +77,8 @@ export function createGatewayServices(config: Config, processName: string, logge
     vectorStoreKeys: new VectorStoreKeyring(masterKey, redis, config.REDIS_KEY_PREFIX),
     sealedSpaces: new SealedSpaces(db, infrastructure.cpu, config.VECTOR_STORE_CACHE_MB * 1024 * 1024),
     strictBrains: new StrictBrainVectors(db, infrastructure.cpu, config.BRAIN_STRICT_CACHE_MB * 1024 * 1024),
-    rankedVersions: new RankedVersions(config.BRAIN_RANKING_CACHE_ROWS),
+    rankedVersions: new RowCache(config.BRAIN_RANKING_CACHE_ROWS),
+    packEntryFacts: new RowCache(config.BRAIN_RANKING_CACHE_ROWS),
     runEvents,
     close,
   };
