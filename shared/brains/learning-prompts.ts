@@ -46,6 +46,11 @@ function jsonSchemaOf(name: string, schema: z.ZodType) {
   return { type: 'json_schema', json_schema: { name, schema: body } };
 }
 
+// Each answer's format is worked out once: z.toJSONSchema took about 0.47 ms of CPU a call, and every learn pass asks for an extraction.
+const EXTRACTION_FORMAT = jsonSchemaOf('brain_memory_extraction', extractionAnswer);
+const JUDGEMENT_FORMAT = jsonSchemaOf('brain_memory_judgement', judgementAnswer);
+const CONSOLIDATION_FORMAT = jsonSchemaOf('brain_memory_consolidation', consolidationAnswer);
+
 export interface RecalledMemory {
   entryId: string;
   content: string;
@@ -61,12 +66,12 @@ export function extractionRequest(model: string, policy: MemoryPolicy, transcrip
     'Also list the ids of the recalled memories that the assistant used in its answers. If nothing is worth remembering, answer ignored true with no memories.',
   ].join('\n');
   const user = `<transcript>\n${transcript.map((line) => `${line.role}: ${line.text}`).join('\n')}\n</transcript>\n<recalled>\n${recalled.map((memory) => `[${memory.entryId}] ${oneLine(memory.content)}`).join('\n')}\n</recalled>`;
-  return chatBody(model, system, user, jsonSchemaOf('brain_memory_extraction', extractionAnswer));
+  return chatBody(model, system, user, EXTRACTION_FORMAT);
 }
 
 export function judgementRequest(model: string, stored: string, incoming: string) {
   const system = 'Compare a stored memory with an incoming statement about the same subject. Answer same (it says the same thing), refines (it updates or adds to it), contradicts (it denies it) or unrelated, with a short reason.';
-  return chatBody(model, system, `<stored>${oneLine(stored)}</stored>\n<incoming>${oneLine(incoming)}</incoming>`, jsonSchemaOf('brain_memory_judgement', judgementAnswer));
+  return chatBody(model, system, `<stored>${oneLine(stored)}</stored>\n<incoming>${oneLine(incoming)}</incoming>`, JUDGEMENT_FORMAT);
 }
 
 export interface ConsolidationInput {
@@ -79,7 +84,7 @@ export interface ConsolidationInput {
 export function consolidationRequest(model: string, memories: ConsolidationInput[]) {
   const system = 'Merge these related memories into as few as possible without losing a fact. For each merged memory list the ids it replaces.';
   const user = `<memories>\n${memories.map((memory) => `[${memory.entryId}] (${memory.type ?? 'memory'}) ${memory.title ?? ''}: ${oneLine(memory.body)}`).join('\n')}\n</memories>`;
-  return chatBody(model, system, user, jsonSchemaOf('brain_memory_consolidation', consolidationAnswer));
+  return chatBody(model, system, user, CONSOLIDATION_FORMAT);
 }
 
 function chatBody(model: string, system: string, user: string, responseFormat: unknown): Record<string, unknown> {
