@@ -172,7 +172,7 @@ const configSchema = z.object({
   INDEX_BUILD_MEMORY_MB: z.coerce.number().int().min(64).max(65_536).default(1_024),
   /** Memory one process may hold strict brains' opened vectors in (the brains recalled most recently stay). */
   BRAIN_STRICT_CACHE_MB: z.coerce.number().int().min(16).max(65_536).default(1_024),
-  /** Rows one process keeps for ranking recall's candidates: entry versions of the brains recalled most recently (about 300 bytes each), and as many pack entries of reference-mounted versions. */
+  /** Rows one process keeps for ranking recall's candidates: entry versions of the brains recalled most recently (about 650 bytes each in memory), and as many pack entries of reference-mounted versions. */
   BRAIN_RANKING_CACHE_ROWS: z.coerce.number().int().min(0).max(100_000_000).default(200_000),
   /** Packs (spec 2), on top of SVC_BRAINS_ENABLED: off (either), every packs route answers 404 resource_not_found. */
   SVC_BRAIN_PACKS_ENABLED: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
