@@ -36,8 +36,11 @@ export class RowCache<Row> {
     for (const [id, row] of fetched) found.set(id, row);
     // The owner's rows may have started over (or been dropped) while this read ran: add only to the ones it was read for.
     if (this.owners.get(owner)?.rows === kept) {
-      for (const [id, row] of fetched) kept.set(id, row);
-      this.size += fetched.size;
+      // Two reads of the owner may both have fetched a row: it is counted once.
+      for (const [id, row] of fetched) {
+        if (!kept.has(id)) this.size += 1;
+        kept.set(id, row);
+      }
       this.trim(owner);
     }
     return found;
