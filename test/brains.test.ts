@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUses } from '../shared/brains/learning-repository.js';
 import { RowCache } from '../shared/brains/row-cache.js';
 import { nextDraw } from '../shared/brains/recall.js';
-import { BRAIN_HNSW, partitionOf, SMALL_SPACE, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
+import { BRAIN_HNSW, partitionOf, SMALL_SPACE, VectorLiteral, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -218,6 +218,14 @@ describe('recall', () => {
     );
     expect(charged).toBe(2);
     expect((await get('/v1/customers/ext:brain-recall-payer/wallet')).body.balance_usd).toBeLessThan(5);
+  });
+
+  it('inlines a query vector into a search as PostgreSQL reads it', async () => {
+    // Each exact in single precision, one written with an exponent (-9.5367431640625e-7).
+    const vector = [0.25, -(2 ** -20), 3, 0, -0.125];
+    const literal = new VectorLiteral(vector);
+    const { rows } = await gateway.platform.db.query(`SELECT (${literal.sql}::vector)::real[]::float8[] AS values`);
+    expect(rows[0].values).toEqual(vector);
   });
 
   it('ranks by a use counted after the brain was recalled: a moved usage_seq starts its cached versions over', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkEntities } from '../shared/brains/entities.js';
 import { mountsForRecall, NativeTitles } from '../shared/brains/mounted-recall.js';
 import { openNearestPackChunks, versionPartitionOf } from '../shared/brains/pack-repository.js';
+import { VectorLiteral } from '../shared/brains/repository.js';
 import { remapScope, sourceScopesFor } from '../shared/brains/scope-map.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -198,7 +199,7 @@ describe('a version without a graph', () => {
     const { rows: indexes } = await db.query<{ indexdef: string }>(`SELECT indexdef FROM pg_indexes WHERE tablename = $1`, [partition]);
     expect(indexes.some((index) => /hnsw/i.test(index.indexdef))).toBe(false);
     const { rows: [chunk] } = await db.query<{ entry_id: string; query: string; dims: number }>(`SELECT entry_id, embedding::text AS query, vector_dims(embedding) AS dims FROM ${partition} WHERE entry_id = 'returns'`);
-    const cursor = await openNearestPackChunks(db, published.id, chunk!.dims, chunk!.query, null, 10);
+    const cursor = await openNearestPackChunks(db, published.id, chunk!.dims, new VectorLiteral(JSON.parse(chunk!.query) as number[]), null, 10);
     try {
       expect((await cursor.client.query<{ jit: string }>(`SELECT current_setting('jit') AS jit`)).rows[0]!.jit).toBe('off');
       const drawn = await cursor.draw(10);

@@ -104,7 +104,7 @@ export interface MountCursor {
   close(): Promise<void>;
 }
 
-export async function openMountDraw(platform: Pick<GatewayServices, 'db' | 'packEntryFacts'>, mount: RecallMount, query: string, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
+export async function openMountDraw(platform: Pick<GatewayServices, 'db' | 'packEntryFacts'>, mount: RecallMount, query: repo.VectorLiteral, filter: repo.ScopeFilter, most: number): Promise<MountCursor> {
   const cursor = await packs.openNearestPackChunks(platform.db, mount.version_id, mount.embedding_dims, query, sourceScopesFor(mount.scope_map, filter), most);
   const facts = new Map<string, packs.PackEntryFacts>();
   const draw = async (total: number): Promise<MountDraw> => {

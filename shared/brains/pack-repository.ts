@@ -2,7 +2,7 @@ import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
-import { CHUNK_PARTITION_STORAGE, likePrefix, openNearestCursor, partitionOf, type EntryRow, type NearestCursor } from './repository.js';
+import { CHUNK_PARTITION_STORAGE, likePrefix, openNearestCursor, partitionOf, type EntryRow, type NearestCursor, type VectorLiteral } from './repository.js';
 
 /** SQL of packs, their versions and grants (migrations/025_brain_packs.sql). */
 
@@ -340,7 +340,7 @@ export interface PackCandidate {
  * search then runs beside the brain's own, not after it (merged recall at 10,000 + 10,000
  * entries: the first draws 9.7 -> 7.4 ms p50 of the critical path).
  */
-export function openNearestPackChunks(db: Db, versionId: string, dims: number, query: string, filter: { scopes: string[]; prefixes: string[] } | null, most: number): Promise<NearestCursor<PackCandidate>> {
+export function openNearestPackChunks(db: Db, versionId: string, dims: number, query: VectorLiteral, filter: { scopes: string[]; prefixes: string[] } | null, most: number): Promise<NearestCursor<PackCandidate>> {
   const { cast } = vectorCast(dims);
   const scoped = filter === null ? 'true' : `(c.scope = ANY($2) OR c.scope LIKE ANY($3))`;
   return openNearestCursor<PackCandidate>(db, {

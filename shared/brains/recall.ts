@@ -1,4 +1,3 @@
-import { toSql } from 'pgvector';
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
@@ -71,7 +70,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const nativeCeiling = Math.max(weightCeiling(brain.memory_policy, brain), ...[...materialized.values()].map(frozenWeightCeiling));
   const strict = brain.encryption === 'strict';
   const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
-  const querySql = toSql(query);
+  const querySql = new repo.VectorLiteral(query);
   // With mounts, the twin check reads the titles and entity names of every native candidate: each native draw's are asked for as it comes in.
   const titles = mounts.length > 0 ? new NativeTitles(brain.id) : null;
   // Candidates are drawn from every source in growing batches, each source from its own first draw
