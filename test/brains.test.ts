@@ -220,6 +220,16 @@ describe('recall', () => {
     expect((await get('/v1/customers/ext:brain-recall-payer/wallet')).body.balance_usd).toBeLessThan(5);
   });
 
+  it("answers a recall once its query embedding's charge is recorded, though the charge is recorded while the candidates are searched", async () => {
+    // A payer calling this slowly has no quota grant: its call is reserved and settled in PostgreSQL, call by call.
+    expect(gateway.platform.grants.servingFor(developer.accountId)).toBe(0);
+    const recalled = await post(`/v1/brains/${brainId}/recall`, { query: 'password reset' });
+    expect(recalled.status).toBe(200);
+    const { rows } = await gateway.platform.db.query(`SELECT model, cost_micros FROM usage_records WHERE request_id = $1`, [recalled.headers.get('x-request-id')]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].model).toContain('embedding');
+  });
+
   it('inlines a query vector into a search as PostgreSQL reads it', async () => {
     // Each exact in single precision, one written with an exponent (-9.5367431640625e-7).
     const vector = [0.25, -(2 ** -20), 3, 0, -0.125];

@@ -43,10 +43,24 @@ export type MeteredHold = Hold | GrantHold;
 
 type MeteringPlatform = Pick<GatewayServices, 'db' | 'config' | 'meteringTimings' | 'grants'>;
 
-export interface MeteredResult<T> {
-  result: T;
+/** What a settled call was charged. */
+export interface SettledCharge {
   deductedMicros: number;
   balanceAfterMicros: number | null;
+}
+
+export interface MeteredResult<T> extends SettledCharge {
+  result: T;
+}
+
+/**
+ * A metered call whose upstream answer is in hand while its charge is still being recorded, so the
+ * caller can go on with the answer meanwhile. `settled` must be awaited (or caught): it rejects when
+ * the charge could not be recorded, and the caller's own answer waits for it as it would have.
+ */
+export interface StartedCall<T> {
+  result: T;
+  settled: Promise<SettledCharge>;
 }
 
 /** X-Svc-Wallet-Deducted and X-Svc-Wallet-Balance (USD) after a settled call. */
@@ -56,17 +70,31 @@ export function walletHeaders(settled: { deductedMicros: number; balanceAfterMic
   return headers;
 }
 
+export interface MeteredCallOptions<T> {
+  idempotencyKey?: string;
+  /** The call's own events, committed with its charge (see Settlement.events). */
+  events?: (outcome: UpstreamOutcome<T>) => SettlementEvent[];
+}
+
 export async function runMeteredCall<T>(
   platform: MeteringPlatform & Pick<GatewayServices, 'limiter'>,
   call: MeteredCall,
   maxCostMicros: number,
   execute: () => Promise<UpstreamOutcome<T>>,
-  options: {
-    idempotencyKey?: string;
-    /** The call's own events, committed with its charge (see Settlement.events). */
-    events?: (outcome: UpstreamOutcome<T>) => SettlementEvent[];
-  } = {},
+  options: MeteredCallOptions<T> = {},
 ): Promise<MeteredResult<T>> {
+  const started = await startMeteredCall(platform, call, maxCostMicros, execute, options);
+  return { result: started.result, ...(await started.settled) };
+}
+
+/** runMeteredCall, returning as soon as the upstream call answered: its settlement runs on (see StartedCall). */
+export async function startMeteredCall<T>(
+  platform: MeteringPlatform & Pick<GatewayServices, 'limiter'>,
+  call: MeteredCall,
+  maxCostMicros: number,
+  execute: () => Promise<UpstreamOutcome<T>>,
+  options: MeteredCallOptions<T> = {},
+): Promise<StartedCall<T>> {
   // A settlement under an idempotency key (a batch line) must meet its earlier attempts in PostgreSQL.
   const { hold, call: current } = await authorizeCall(platform, call, maxCostMicros, { grant: !options.idempotencyKey });
   call = current;
@@ -77,7 +105,7 @@ export async function runMeteredCall<T>(
     await releaseCall(platform, hold);
     throw error;
   }
-  const settled = await settleCall(platform, hold, {
+  const settled = settleCall(platform, hold, {
     costMicros: outcome.costMicros,
     billableMicros: billableAmount(outcome.costMicros, call.customer, call.billableOverrideMicros),
     model: outcome.model,
@@ -86,9 +114,11 @@ export async function runMeteredCall<T>(
     requestId: call.requestId,
     idempotencyKey: options.idempotencyKey ?? null,
     events: options.events?.(outcome) ?? [],
+  }).then((charged) => {
+    platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut);
+    return { deductedMicros: charged.deductedMicros, balanceAfterMicros: charged.balanceAfterMicros };
   });
-  platform.limiter.recordUsage(call.tokenCounterKeys, outcome.tokensIn + outcome.tokensOut);
-  return { result: outcome.result, deductedMicros: settled.deductedMicros, balanceAfterMicros: settled.balanceAfterMicros };
+  return { result: outcome.result, settled };
 }
 
 /**

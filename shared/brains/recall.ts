@@ -55,143 +55,156 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   );
   // Awaited below, where a failure is thrown; this only keeps it from counting as unhandled meanwhile.
   void graphsRead.catch(() => undefined);
-  const [query, mounts] = await Promise.all([embedQuery(platform, call, brain, body.query, retried), mountsRead]);
-  const now = asOf?.getTime() ?? Date.now();
-  // Enough places to rank: the hits, and the misses that would be shown.
-  const places = topK + (explainMisses ? missesTopK : 0);
+  const embedded = await embedQuery(platform, call, brain, body.query, retried);
+  // The query's charge is recorded while its candidates are searched: the recall answers, or fails, once it is.
+  return onceCharged(embedded.charged, (async () => {
+    const query = embedded.vector;
+    const mounts = await mountsRead;
+    const now = asOf?.getTime() ?? Date.now();
+    // Enough places to rank: the hits, and the misses that would be shown.
+    const places = topK + (explainMisses ? missesTopK : 0);
 
-  const passesFilters = (entry: repo.RankedVersion) =>
-    (!body.classes || body.classes.includes(entry.class)) && (!body.types || entry.class === 'policy' || (entry.type !== null && body.types.includes(entry.type)));
+    const passesFilters = (entry: repo.RankedVersion) =>
+      (!body.classes || body.classes.includes(entry.class)) && (!body.types || entry.class === 'policy' || (entry.type !== null && body.types.includes(entry.type)));
 
-  const references = mounts.filter((mount) => mount.mode === 'reference' && mount.encryption_at_publish === 'none');
-  const materialized = new Map(mounts.filter((mount) => mount.mode === 'materialize').map((mount) => [mount.mount_id, mount]));
-  // No row a source has not given yet can score above its cosine times the highest weight a row of
-  // that source can have: the brain's own rows (its imports among them) by its policy and theirs.
-  const nativeCeiling = Math.max(weightCeiling(brain.memory_policy, brain), ...[...materialized.values()].map(frozenWeightCeiling));
-  const strict = brain.encryption === 'strict';
-  const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
-  const querySql = new repo.VectorLiteral(query);
-  // With mounts, the twin check reads the titles and entity names of every native candidate: each native draw's are asked for as it comes in.
-  const titles = mounts.length > 0 ? new NativeTitles(brain.id) : null;
-  // Candidates are drawn from every source in growing batches, each source from its own first draw
-  // (a small space's is smaller), until each is done; a source done is drawn from no more.
-  const drawAndScore = async (native: Pick<repo.NearestCursor<repo.ChunkCandidate>, 'draw' | 'firstDraw' | 'beam' | 'client'>, fromReferences: MountCursor[]): Promise<Scored[]> => {
-    const versions = new Map<string, repo.RankedVersion>();
-    const own = { size: native.firstDraw, beam: native.beam, rows: [] as repo.ChunkCandidate[], done: false };
-    const references = fromReferences.map((cursor) => ({ cursor, size: cursor.firstDraw, beam: cursor.beam, drawn: undefined as MountDraw | undefined, done: false }));
-    // Each draw returns every row so far; a row is scored once, the first time it comes.
-    const scoredByKey = new Map<string, Scored>();
-    // A native draw's entry versions are read on its connection while the reference mounts draw on theirs.
-    const drawNative = async () => {
-      own.rows = await native.draw(own.size);
-      const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
-      const read = await platform.rankedVersions.read(brain.id, brain.usage_seq, unread, (missing) => repo.versionsByIds(native.client, missing));
-      for (const [id, version] of read) versions.set(id, version);
-      titles?.prefetch(native.client, [...read.values()].filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id));
+    const references = mounts.filter((mount) => mount.mode === 'reference' && mount.encryption_at_publish === 'none');
+    const materialized = new Map(mounts.filter((mount) => mount.mode === 'materialize').map((mount) => [mount.mount_id, mount]));
+    // No row a source has not given yet can score above its cosine times the highest weight a row of
+    // that source can have: the brain's own rows (its imports among them) by its policy and theirs.
+    const nativeCeiling = Math.max(weightCeiling(brain.memory_policy, brain), ...[...materialized.values()].map(frozenWeightCeiling));
+    const strict = brain.encryption === 'strict';
+    const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
+    const querySql = new repo.VectorLiteral(query);
+    // With mounts, the twin check reads the titles and entity names of every native candidate: each native draw's are asked for as it comes in.
+    const titles = mounts.length > 0 ? new NativeTitles(brain.id) : null;
+    // Candidates are drawn from every source in growing batches, each source from its own first draw
+    // (a small space's is smaller), until each is done; a source done is drawn from no more.
+    const drawAndScore = async (native: Pick<repo.NearestCursor<repo.ChunkCandidate>, 'draw' | 'firstDraw' | 'beam' | 'client'>, fromReferences: MountCursor[]): Promise<Scored[]> => {
+      const versions = new Map<string, repo.RankedVersion>();
+      const own = { size: native.firstDraw, beam: native.beam, rows: [] as repo.ChunkCandidate[], done: false };
+      const references = fromReferences.map((cursor) => ({ cursor, size: cursor.firstDraw, beam: cursor.beam, drawn: undefined as MountDraw | undefined, done: false }));
+      // Each draw returns every row so far; a row is scored once, the first time it comes.
+      const scoredByKey = new Map<string, Scored>();
+      // A native draw's entry versions are read on its connection while the reference mounts draw on theirs.
+      const drawNative = async () => {
+        own.rows = await native.draw(own.size);
+        const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
+        const read = await platform.rankedVersions.read(brain.id, brain.usage_seq, unread, (missing) => repo.versionsByIds(native.client, missing));
+        for (const [id, version] of read) versions.set(id, version);
+        titles?.prefetch(native.client, [...read.values()].filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id));
+      };
+      for (;;) {
+        await Promise.all([
+          own.done ? undefined : drawNative(),
+          ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
+        ]);
+        const nativeRows = own.rows.filter((candidate) => !scoredByKey.has(nativeKey(candidate)));
+        const referenceRows = references.flatMap((source) => source.drawn!.rows).filter((row) => !scoredByKey.has(candidateKey(row)));
+        for (const item of score(versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
+        const scored = [...scoredByKey.values()];
+        const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
+        const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
+        // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
+        // only rises as more is drawn): drawn by composite (a strict brain's current chunks), the composite of its
+        // last row; drawn by cosine, that row's cosine times the source's ceiling. One drawn to MAX_DRAW stops there.
+        own.done ||=
+          own.rows.length < own.size ||
+          own.size >= MAX_DRAW ||
+          (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0) * nativeCeiling);
+        for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine * source.cursor.ceiling;
+        if (own.done && references.every((source) => source.done)) return scored;
+        for (const source of [own, ...references]) if (!source.done) source.size = nextDraw(source.size, source.beam);
+      }
     };
-    for (;;) {
-      await Promise.all([
-        own.done ? undefined : drawNative(),
-        ...references.filter((source) => !source.done).map(async (source) => void (source.drawn = await source.cursor.draw(source.size))),
+    // Every cursor opened is closed, whatever fails after it; after a recall's draws the closes
+    // (each a COMMIT on its connection, which never fails: a connection that cannot commit is
+    // dropped) run on while the hits are picked and their contents read.
+    const cursors: { close(): Promise<void> }[] = [];
+    const closeAll = () => Promise.all(cursors.map((cursor) => cursor.close()));
+    let scored: Scored[];
+    try {
+      // The brain's own search (a plaintext brain's) opens beside its reference mounts' searches.
+      const [[nativeOpened], mountsOpened] = await Promise.all([
+        Promise.allSettled([strict ? null : repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW)]),
+        Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW))),
       ]);
-      const nativeRows = own.rows.filter((candidate) => !scoredByKey.has(nativeKey(candidate)));
-      const referenceRows = references.flatMap((source) => source.drawn!.rows).filter((row) => !scoredByKey.has(candidateKey(row)));
-      for (const item of score(versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
-      const scored = [...scoredByKey.values()];
-      const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
-      const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
-      // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
-      // only rises as more is drawn): drawn by composite (a strict brain's current chunks), the composite of its
-      // last row; drawn by cosine, that row's cosine times the source's ceiling. One drawn to MAX_DRAW stops there.
-      own.done ||=
-        own.rows.length < own.size ||
-        own.size >= MAX_DRAW ||
-        (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0) * nativeCeiling);
-      for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine * source.cursor.ceiling;
-      if (own.done && references.every((source) => source.done)) return scored;
-      for (const source of [own, ...references]) if (!source.done) source.size = nextDraw(source.size, source.beam);
+      const fromReferences = mountsOpened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+      cursors.push(...fromReferences);
+      const native = nativeOpened!.status === 'fulfilled' ? nativeOpened!.value : null;
+      if (native) cursors.push(native);
+      const failed = [nativeOpened!, ...mountsOpened].find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
+      // A strict brain's rows are ranked in memory, with no search beam: its draws simply double.
+      const inMemory = { firstDraw: repo.BRAIN_HNSW.firstDraw, beam: repo.BRAIN_HNSW.firstDraw, client: platform.db };
+      if (strictHistory) {
+        scored = await drawAndScore({ ...inMemory, draw: async (draw) => strictHistory.slice(0, draw) }, fromReferences);
+      } else if (strict) {
+        scored = await drawAndScore({ ...inMemory, draw: async (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, (await graphsRead).store, materialized) }, fromReferences);
+      } else {
+        scored = await drawAndScore(native!, fromReferences);
+      }
+    } catch (error) {
+      await closeAll();
+      throw error;
     }
-  };
-  // Every cursor opened is closed, whatever fails after it; after a recall's draws the closes
-  // (each a COMMIT on its connection, which never fails: a connection that cannot commit is
-  // dropped) run on while the hits are picked and their contents read.
-  const cursors: { close(): Promise<void> }[] = [];
-  const closeAll = () => Promise.all(cursors.map((cursor) => cursor.close()));
-  let scored: Scored[];
-  try {
-    // The brain's own search (a plaintext brain's) opens beside its reference mounts' searches.
-    const [[nativeOpened], mountsOpened] = await Promise.all([
-      Promise.allSettled([strict ? null : repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW)]),
-      Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW))),
+    const closed = closeAll();
+
+    for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
+    const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
+    // A chunk pointing away from the query (score 0) is no match, whatever min_score says.
+    for (const item of eligible) if (item.factors.score <= 0 || (body.min_score !== undefined && item.factors.score < body.min_score)) item.droppedBy = 'min_score';
+    const passing = eligible.filter((item) => item.droppedBy === null);
+    // With mounts, the provenance rules pick the places (a native twin suppresses its pack row); without, the best top_k.
+    const { hits, twins } = titles ? await selectWithMounts(platform, brain, keys, titles, passing, topK, places) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
+    for (const item of passing) if (!hits.includes(item) && !twins.has(item)) item.droppedBy = 'top_k';
+
+    const misses = explainMisses
+      ? (['class_filter', 'min_score', 'top_k'] as const).flatMap((reason) => scored.filter((item) => item.droppedBy === reason).sort(byScore)).slice(0, missesTopK)
+      : [];
+    const shown = [...hits, ...misses];
+    const [contents, liveContents] = await Promise.all([
+      repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate)),
+      liveMountContents(platform, shown.filter(isLive)),
+      closed,
     ]);
-    const fromReferences = mountsOpened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
-    cursors.push(...fromReferences);
-    const native = nativeOpened!.status === 'fulfilled' ? nativeOpened!.value : null;
-    if (native) cursors.push(native);
-    const failed = [nativeOpened!, ...mountsOpened].find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-    // A strict brain's rows are ranked in memory, with no search beam: its draws simply double.
-    const inMemory = { firstDraw: repo.BRAIN_HNSW.firstDraw, beam: repo.BRAIN_HNSW.firstDraw, client: platform.db };
-    if (strictHistory) {
-      scored = await drawAndScore({ ...inMemory, draw: async (draw) => strictHistory.slice(0, draw) }, fromReferences);
-    } else if (strict) {
-      scored = await drawAndScore({ ...inMemory, draw: async (draw) => platform.strictBrains.best(brain, keys!, query, filter, draw, now, (await graphsRead).store, materialized) }, fromReferences);
-    } else {
-      scored = await drawAndScore(native!, fromReferences);
-    }
-  } catch (error) {
-    await closeAll();
-    throw error;
-  }
-  const closed = closeAll();
-
-  for (const item of scored) if (!passesFilters(item.entry)) item.droppedBy = 'class_filter';
-  const eligible = scored.filter((item) => item.droppedBy === null).sort(byScore);
-  // A chunk pointing away from the query (score 0) is no match, whatever min_score says.
-  for (const item of eligible) if (item.factors.score <= 0 || (body.min_score !== undefined && item.factors.score < body.min_score)) item.droppedBy = 'min_score';
-  const passing = eligible.filter((item) => item.droppedBy === null);
-  // With mounts, the provenance rules pick the places (a native twin suppresses its pack row); without, the best top_k.
-  const { hits, twins } = titles ? await selectWithMounts(platform, brain, keys, titles, passing, topK, places) : { hits: passing.slice(0, topK), twins: new Set<Scored>() };
-  for (const item of passing) if (!hits.includes(item) && !twins.has(item)) item.droppedBy = 'top_k';
-
-  const misses = explainMisses
-    ? (['class_filter', 'min_score', 'top_k'] as const).flatMap((reason) => scored.filter((item) => item.droppedBy === reason).sort(byScore)).slice(0, missesTopK)
-    : [];
-  const shown = [...hits, ...misses];
-  const [contents, liveContents] = await Promise.all([
-    repo.chunkContents(platform.db, brain.id, brain.active_space, shown.filter((item) => !isLive(item)).map((item) => item.candidate)),
-    liveMountContents(platform, shown.filter(isLive)),
-    closed,
-  ]);
-  const format = (item: Scored, miss: boolean) => {
-    const stored = isLive(item) ? liveContents.get(`${item.mount!.version_id}:${item.candidate.entry_id}:${item.candidate.chunk_index}`) : contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
-    const content = stored?.content ?? (stored?.content_sealed ? openText(keys!, stored.content_sealed, chunkAad(brain.id, item.entry.entry_id, item.candidate.chunk_index)) : '');
-    const explore = filter.subtreeOf !== null && item.entry.scope !== scope && isBelow(item.entry.scope, scope);
-    const provenance = item.mount
-      ? { store: 'pack' as const, pack_id: item.mount.pack_id, version: item.mount.version, mount_id: item.mount.mount_id, entry_id: item.packEntryId ?? item.entry.entry_id, scope: item.entry.scope }
-      : { store: 'native' as const, entry_id: item.entry.entry_id, scope: item.entry.scope };
-    return {
-      entry_id: item.entry.entry_id,
-      chunk_index: item.candidate.chunk_index,
-      content,
-      score: round(item.factors.score),
-      class: item.entry.class,
-      type: item.entry.type,
-      trust: item.entry.trust,
-      scope: item.entry.scope,
-      source: { ...provenance, ...(item.entry.source && { provenance: item.entry.source }) },
-      ...(explore && { explore: true }),
-      ...((body.explain || miss) && { factors: roundFactors(item.factors) }),
-      ...(miss && { dropped_by: item.droppedBy }),
+    const format = (item: Scored, miss: boolean) => {
+      const stored = isLive(item) ? liveContents.get(`${item.mount!.version_id}:${item.candidate.entry_id}:${item.candidate.chunk_index}`) : contents.get(`${item.candidate.version_id}:${item.candidate.chunk_index}`);
+      const content = stored?.content ?? (stored?.content_sealed ? openText(keys!, stored.content_sealed, chunkAad(brain.id, item.entry.entry_id, item.candidate.chunk_index)) : '');
+      const explore = filter.subtreeOf !== null && item.entry.scope !== scope && isBelow(item.entry.scope, scope);
+      const provenance = item.mount
+        ? { store: 'pack' as const, pack_id: item.mount.pack_id, version: item.mount.version, mount_id: item.mount.mount_id, entry_id: item.packEntryId ?? item.entry.entry_id, scope: item.entry.scope }
+        : { store: 'native' as const, entry_id: item.entry.entry_id, scope: item.entry.scope };
+      return {
+        entry_id: item.entry.entry_id,
+        chunk_index: item.candidate.chunk_index,
+        content,
+        score: round(item.factors.score),
+        class: item.entry.class,
+        type: item.entry.type,
+        trust: item.entry.trust,
+        scope: item.entry.scope,
+        source: { ...provenance, ...(item.entry.source && { provenance: item.entry.source }) },
+        ...(explore && { explore: true }),
+        ...((body.explain || miss) && { factors: roundFactors(item.factors) }),
+        ...(miss && { dropped_by: item.droppedBy }),
+      };
     };
-  };
-  return {
-    object: 'list' as const,
-    brain_id: brain.id,
-    data: hits.map((item) => format(item, false)),
-    ...(explainMisses && { misses: misses.map((item) => format(item, true)) }),
-    ...(asOf && { as_of: asOf.toISOString() }),
-  };
+    return {
+      object: 'list' as const,
+      brain_id: brain.id,
+      data: hits.map((item) => format(item, false)),
+      ...(explainMisses && { misses: misses.map((item) => format(item, true)) }),
+      ...(asOf && { as_of: asOf.toISOString() }),
+    };
+  })());
+}
+
+/** `answer`'s value once `charged` is recorded too: the answer's failure first, else the charge's. */
+async function onceCharged<T>(charged: Promise<void>, answer: Promise<T>): Promise<T> {
+  const [answered, charge] = await Promise.allSettled([answer, charged]);
+  if (answered.status === 'rejected') throw answered.reason;
+  if (charge.status === 'rejected') throw charge.reason;
+  return answered.value;
 }
 
 /** inherit: the scope and its ancestors (else the leaf alone); subtree: also everything beneath. */

@@ -5,7 +5,7 @@ import type { ProviderAdapter } from '../providers/types.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { callUpstream } from './upstream-call.js';
+import { startUpstreamCall } from './upstream-call.js';
 import { costMicros } from './pricing.js';
 
 /**
@@ -89,10 +89,16 @@ export interface CreateEmbeddingsOptions {
  * One embeddings call, reserved and settled like every metered call; the same for POST
  * /v1/embeddings and a batch line. Returns the response body in the OpenAI wire shape.
  */
-export async function createEmbeddings(platform: Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
+export async function createEmbeddings(platform: EmbeddingServices, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
+  const started = await startEmbeddings(platform, call, plan, options);
+  return { body: started.body, ...(await started.settled) };
+}
+
+/** createEmbeddings, returning the vectors as soon as the provider answered: the call's settlement runs on (see StartedCall). */
+export async function startEmbeddings(platform: EmbeddingServices, call: MeteredCall, plan: EmbeddingsPlan, options: CreateEmbeddingsOptions) {
   const factor = options.priceFactor ?? 1;
   const maxCost = Math.ceil(costMicros(plan.model, { inputTokens: maxEmbeddingTokens(plan.input), outputTokens: 0 }) * factor);
-  const settled = await callUpstream(platform, call, {
+  const started = await startUpstreamCall(platform, call, {
     surface: 'embeddings',
     reserveMicros: maxCost,
     signal: options.signal,
@@ -103,11 +109,12 @@ export async function createEmbeddings(platform: Pick<GatewayServices, 'db' | 'c
   return {
     body: {
       object: 'list' as const,
-      data: settled.result.embeddings.map((vector, index) => ({ object: 'embedding' as const, index, embedding: encodeEmbedding(vector, plan.encoding) })),
+      data: started.result.embeddings.map((vector, index) => ({ object: 'embedding' as const, index, embedding: encodeEmbedding(vector, plan.encoding) })),
       model: plan.model.model,
-      usage: { prompt_tokens: settled.result.usage.inputTokens, total_tokens: settled.result.usage.inputTokens },
+      usage: { prompt_tokens: started.result.usage.inputTokens, total_tokens: started.result.usage.inputTokens },
     },
-    deductedMicros: settled.deductedMicros,
-    balanceAfterMicros: settled.balanceAfterMicros,
+    settled: started.settled,
   };
 }
+
+type EmbeddingServices = Pick<GatewayServices, 'db' | 'config' | 'limiter' | 'meteringTimings' | 'grants'>;

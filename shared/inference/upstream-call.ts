@@ -1,4 +1,4 @@
-import { runMeteredCall, type MeteredCall, type MeteredResult, type UpstreamOutcome } from '../billing/metered-call.js';
+import { startMeteredCall, type MeteredCall, type MeteredResult, type StartedCall, type UpstreamOutcome } from '../billing/metered-call.js';
 import type { SettlementEvent } from '../billing/meter.js';
 import type { GatewayServices } from '../composition/gateway.js';
 import { serviceError, ServiceError } from '../errors.js';
@@ -48,9 +48,15 @@ export interface UpstreamCallSpec<T> {
 }
 
 export async function callUpstream<T>(platform: MeteringServices, call: MeteredCall, spec: UpstreamCallSpec<T>): Promise<MeteredResult<T>> {
+  const started = await startUpstreamCall(platform, call, spec);
+  return { result: started.result, ...(await started.settled) };
+}
+
+/** callUpstream, returning as soon as the provider answered: the call's settlement runs on (see StartedCall). */
+export async function startUpstreamCall<T>(platform: MeteringServices, call: MeteredCall, spec: UpstreamCallSpec<T>): Promise<StartedCall<T>> {
   const deadline = spec.deadline ?? Date.now() + UPSTREAM_DEADLINES_MS[spec.surface];
   try {
-    return await runMeteredCall(
+    return await startMeteredCall(
       platform,
       call,
       spec.reserveMicros,
