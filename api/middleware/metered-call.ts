@@ -32,7 +32,7 @@ declare global {
  *    created on first use unless Svc-Customer-Strict is true or lazy creation is off;
  * 3. the four rate-limit layers (edge, client token, developer, customer) in one Redis round trip,
  *    or for a busy caller from a block of requests that round trip already counted.
- * The handler then reserves, calls upstream and settles through runMeteredCall.
+ * The handler then reserves, calls upstream and settles through callUpstream (startMeteredCall).
  */
 export function meteredCall(
   platform: GatewayServices,

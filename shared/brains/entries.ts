@@ -230,13 +230,13 @@ export const embedTextOf = (title: string | null, content: string) => (title ? `
 export async function embed(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, texts: string[], billingKey: string | undefined, spent?: { micros: number }): Promise<number[][]> {
   const vectors: number[][] = [];
   for (let start = 0; start < texts.length; start += EMBED_BATCH) {
-    vectors.push(...(await embedTexts(platform, call, embeddingSpace(brain), texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), batchKey(billingKey, start), { ...(spent && { spent }) })));
+    vectors.push(...(await embedTexts(platform, call, gatewayModelOf(brain), texts.slice(start, start + EMBED_BATCH).map(firstEmbeddable), batchKey(billingKey, start), { ...(spent && { spent }) })));
   }
   return vectors;
 }
 
 /** The brain's model without its provider prefix, and its dimensions, as the gateway's embeddings take them. */
-const embeddingSpace = (brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>) => ({ embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims });
+const gatewayModelOf = (brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>) => ({ embedding_model: brain.embedding_model.slice(brain.embedding_model.indexOf('/') + 1), dimensions: brain.embedding_dims });
 
 /** A batch's billing key: the texts from `start` on, under the work's key. */
 const batchKey = (billingKey: string | undefined, start: number) => (billingKey === undefined ? undefined : `${billingKey}:${start}`);
@@ -253,8 +253,8 @@ const firstEmbeddable = (text: string) => text.slice(0, 100_000);
  * key and is metered as any call is (a cached key's quota grant).
  */
 export async function embedQuery(platform: GatewayServices, call: MeteredCall, brain: Pick<repo.BrainRow, 'embedding_model' | 'embedding_dims'>, query: string, retried?: RetriedRecall): Promise<{ vector: number[]; charged: Promise<void> }> {
-  const space = embeddingSpace(brain);
-  const plan = planEmbeddings({ model: space.embedding_model, input: [firstEmbeddable(query)], dimensions: space.dimensions }, platform.providers);
+  const model = gatewayModelOf(brain);
+  const plan = planEmbeddings({ model: model.embedding_model, input: [firstEmbeddable(query)], dimensions: model.dimensions }, platform.providers);
   const key = batchKey(retried?.billingKey, 0);
   const started = await startEmbeddings(platform, call, plan, { signal: new AbortController().signal, ...(key && { billingKey: key }) });
   const charged = started.settled.then((charge) => void (retried && (retried.spent.micros += charge.deductedMicros)));

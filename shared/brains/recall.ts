@@ -74,7 +74,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     const nativeCeiling = Math.max(weightCeiling(brain.memory_policy, brain), ...[...materialized.values()].map(frozenWeightCeiling));
     const strict = brain.encryption === 'strict';
     const strictHistory = strict && asOf !== null ? await openStrictHistory(platform, brain, keys!, query, filter, asOf) : null;
-    const querySql = new repo.VectorLiteral(query);
+    const queryLiteral = new repo.VectorLiteral(query);
     // With mounts, the twin check reads the titles and entity names of every native candidate: each native draw's are asked for as it comes in.
     const titles = mounts.length > 0 ? new NativeTitles(brain.id) : null;
     // Candidates are drawn from every source in growing batches, each source from its own first draw
@@ -125,8 +125,8 @@ export async function recall(platform: GatewayServices, developerId: string, cal
     try {
       // The brain's own search (a plaintext brain's) opens beside its reference mounts' searches.
       const [[nativeOpened], mountsOpened] = await Promise.all([
-        Promise.allSettled([strict ? null : repo.openNearestChunks(platform.db, brain, brain.active_space, querySql, filter, asOf, MAX_DRAW)]),
-        Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, querySql, filter, MAX_DRAW))),
+        Promise.allSettled([strict ? null : repo.openNearestChunks(platform.db, brain, brain.active_space, queryLiteral, filter, asOf, MAX_DRAW)]),
+        Promise.allSettled(references.map((mount) => openMountDraw(platform, mount, queryLiteral, filter, MAX_DRAW))),
       ]);
       const fromReferences = mountsOpened.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
       cursors.push(...fromReferences);
