@@ -11,7 +11,7 @@ import { bearer, call, createDeveloper, startTestPlatform, type TestDeveloper, t
 /**
  * Packs against the real services: publish (the size and secret gates, synchronous and workflow
  * builds, sealing, serial versions), the pack routes, grants across accounts and retirement. The
- * chunk cap is lowered so the size gate is reachable with a small brain.
+ * size gate is tried on a second gateway whose caps are a few rows high.
  */
 let emulated: EmulatedGateway;
 let gateway: TestPlatform;
@@ -20,7 +20,7 @@ let other: TestDeveloper;
 let workers: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({ SVC_PACK_MAX_CHUNKS: '1500' }, 50_000_000));
+  ({ emulated, gateway, developer } = await startEmulatedGatewayWithDeveloper({}, 50_000_000));
   other = await createDeveloper(gateway.platform, { creditMicros: 5_000_000, scopes: ['admin'] });
   workers = await startInProcessWorkers(gateway.platform);
 });
@@ -132,14 +132,33 @@ describe('publish gates', () => {
     expect(pack.versions).toHaveLength(1);
   });
 
-  it('refuses a brain past the size caps (409 pack_too_large) before any pack row exists', async () => {
-    const brain = await newBrain({ memory_policy: { chunking: { strategy: 'paragraph', max_chars: 200 } } });
-    // Paragraphs of 120 characters: two never fit one 200-character chunk.
-    await write(brain, { body: Array.from({ length: 1_600 }, (_, i) => `Paragraph ${String(i).padStart(4, '0')} of a very long manual. ${'More detail follows. '.repeat(4)}`.slice(0, 120)).join('\n\n') });
-    const refused = await post(`/v1/brains/${brain}/publish`, {});
-    expectError(refused, 409, 'pack_too_large');
-    expect(refused.body.error.message).toContain('1600 chunks');
-    expect(await packIdOf(brain)).toBeUndefined();
+  it('refuses a brain past either size cap (409 pack_too_large) before any pack row exists; at the caps it publishes', async () => {
+    // A second gateway with caps a few rows high: the gate's arithmetic is the same at 200,000.
+    const small = await startEmulatedGatewayWithDeveloper({ SVC_PACK_MAX_ENTRIES: '3', SVC_PACK_MAX_CHUNKS: '4' });
+    try {
+      const api = brainApi(() => small.gateway.baseUrl, () => small.developer.key);
+      const smallDb = small.gateway.platform.db;
+      const packOf = async (brainId: string) => (await smallDb.query(`SELECT id FROM brain_packs WHERE source_brain_id = $1`, [brainId])).rows[0]?.id as string | undefined;
+      // Paragraphs of 120 characters under a 200-character chunk: one chunk each.
+      const manual = (paragraphs: number) => Array.from({ length: paragraphs }, (_, i) => `Paragraph ${i} of the manual. ${'More detail follows. '.repeat(6)}`.slice(0, 120)).join('\n\n');
+      const chunky = await api.newBrain({ memory_policy: { chunking: { strategy: 'paragraph', max_chars: 200 } } });
+      await api.write(chunky, { entry_id: 'manual', body: manual(5) });
+      const tooManyChunks = await api.post(`/v1/brains/${chunky}/publish`, {});
+      expectError(tooManyChunks, 409, 'pack_too_large');
+      expect(tooManyChunks.body.error.message).toContain('1 native entries and 5 chunks');
+      expect(await packOf(chunky)).toBeUndefined();
+      await api.write(chunky, { entry_id: 'manual', body: manual(4) });
+      expect(await api.publish(chunky)).toMatchObject({ status: 'ready', chunk_count: 4 });
+
+      const wide = await api.newBrain();
+      for (const i of [1, 2, 3, 4]) await api.write(wide, { entry_id: `fact-${i}`, class: 'memory', type: 'fact', body: `Fact ${i}.` });
+      const tooManyEntries = await api.post(`/v1/brains/${wide}/publish`, {});
+      expectError(tooManyEntries, 409, 'pack_too_large');
+      expect(tooManyEntries.body.error.message).toContain('4 native entries');
+      expect(await packOf(wide)).toBeUndefined();
+    } finally {
+      await small.emulated.close();
+    }
   });
 });
 
