@@ -310,7 +310,7 @@ describe('recall', () => {
     // The emulator's sparse vectors compress; stored whole, a search opens none of them.
     const compression = await db.query(`SELECT pg_column_compression(embedding) AS method FROM ${partitionOf(brain.id)}`);
     expect(compression.rows).toEqual([{ method: null }, { method: null }]);
-  });
+  }, 60_000);
 
   it("draws the rest of the search's beam before walking the graph on, then doubles", () => {
     const schedule = (first: number, beam: number) => [first, nextDraw(first, beam), nextDraw(nextDraw(first, beam), beam)];
@@ -337,7 +337,7 @@ describe('recall', () => {
     const cosines = (await recall(brain.id, { query: 'How often are the database credentials rotated?', top_k: 100, explain: true, types: ['echo'] })).body.data.map((hit: any) => hit.factors.cosine);
     // The premise: every echo is nearer the question than the answer is.
     expect(Math.min(...cosines)).toBeGreaterThan(found[0].factors.cosine);
-  });
+  }, 60_000);
 
   it('stops drawing by the highest weight a row can have, and still finds an answer that weight lets through', async () => {
     // Used near copies of the question at a tuned weight of 0.014 fill the first draw (64 rows, their

@@ -193,7 +193,7 @@ describe('npm run hive -- with the saved credential', () => {
       { id: fridays, title: 'Never deploy on Fridays', body: 'Releases wait for Monday.', kind: 'decision', scope: 'release', version: 1, created_token: saved.token_id, created_source: 'session s1', email: member.email },
       { id: pinned, title: 'error handling.', body: 'Wrap every error with its context; log it once.', kind: 'preference', scope: 'general', version: 2, created_token: saved.token_id, created_source: null, email: member.email },
     ]);
-  });
+  }, 60_000);
 
   it('recall: ranked matches, in both forms', async () => {
     const human = await hive('recall', 'deploy', 'on', 'fridays');
@@ -245,7 +245,7 @@ describe('npm run hive -- with the saved credential', () => {
     expect(listed.stdout).toBe(`${id}  [done] Write the release notes  (clientco/app · due ${due.slice(0, 16).replace('T', ' ')} UTC · for dev@clientco.test)\n`);
     const { rows } = await world.hive.db.query(`SELECT status, close_note FROM hive.tasks WHERE id = $1`, [id]);
     expect(rows).toEqual([{ status: 'done', close_note: 'Published on the wiki.' }]);
-  });
+  }, 60_000);
 
   it('forget: leaves a tombstone; a pinned memory needs --force', async () => {
     const human = await hive('forget', fridays);

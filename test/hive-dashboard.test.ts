@@ -257,7 +257,7 @@ describe('what a signed-in person sees', () => {
       expect.arrayContaining(['Your grant', 'Seats', 'Approve a device code', 'Billing', 'People', 'Credentials', 'Machines']),
     );
     expect(await ownerPage.page.locator('main').textContent()).toContain(readerEmail);
-  });
+  }, 60_000);
 });
 
 describe('admin writes', () => {

@@ -180,7 +180,7 @@ describe('customer rpm across two API instances', () => {
     } finally {
       await replica.close();
     }
-  });
+  }, 60_000);
 });
 
 describe('client tokens', () => {

@@ -93,7 +93,7 @@ describe('npm run admin', () => {
     expect(flags[0].lazy_create_customers).toBe(false);
     expect((await admin('set-lazy-create', '--account', accountId, '--enabled', 'maybe')).code).toBe(2);
     expect((await admin('credit-wallet', '--account', accountId, '--amount-usd', '0')).code).toBe(2);
-  });
+  }, 60_000);
 
   it('refuses a key for an account that does not exist', async () => {
     const result = await admin('create-key', '--account', '00000000-0000-4000-8000-000000000000', '--scopes', 'api:read');

@@ -161,7 +161,7 @@ describe('a reference mount', () => {
     expect(echoes.length).toBeGreaterThan(0);
     // The premise: the echoes drawn are nearer the question than the answer is.
     expect(Math.min(...echoes.map((hit) => hit.factors!.cosine))).toBeGreaterThan(hits[0]!.factors!.cosine);
-  });
+  }, 60_000);
 
   it('a relevant native row keeps a reserved place when pack rows score higher', async () => {
     const pack = await packOf([
