@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { createHash, createPrivateKey } from 'node:crypto';
+import { promisify } from 'node:util';
 import { expectError } from './support/expect-error.js';
 import type http from 'node:http';
 import express from 'express';
@@ -14,6 +16,8 @@ import { generateClientTokenJwk, loadClientTokenKeys, type ClientTokenSigningJwk
 import { ConfigError, loadConfig } from '../shared/config.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { bearer, call, createDeveloper, startTestPlatform, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
+
+const run = promisify(execFile);
 
 const k1 = generateClientTokenJwk('k1');
 const k2 = generateClientTokenJwk('k2');
@@ -471,17 +475,24 @@ describe('signing keys', () => {
     expect(() => loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: [{ ...k1, d: 'AAAA' }] }, silent)).toThrow(ConfigError);
   });
 
-  it('is required in production; elsewhere an unset value gives one ephemeral key per process, with a warning once', () => {
+  it('is required in production; elsewhere an unset value gives one ephemeral key per process, with a warning once', async () => {
     expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/CLIENT_TOKEN_SIGNING_KEYS: required/);
     expect(loadConfig({ NODE_ENV: 'production', CLIENT_TOKEN_SIGNING_KEYS: JSON.stringify([k1]) }).CLIENT_TOKEN_SIGNING_KEYS).toHaveLength(1);
 
-    const warnings: string[] = [];
-    const logger = { warn: (message: string) => void warnings.push(message) };
-    const first = loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: undefined }, logger);
-    const second = loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: undefined }, logger);
-    expect(first.signing.kid).toMatch(/^ephemeral-/);
-    expect(second.signing.kid).toBe(first.signing.kid);
-    expect(warnings).toHaveLength(1);
+    // In a child process: the ephemeral key is the process's, and test files share theirs.
+    const script = `
+      import { loadClientTokenKeys } from './shared/client-tokens/keys.ts';
+      const warnings = [];
+      const logger = { warn: (message) => void warnings.push(message) };
+      const first = loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: undefined }, logger);
+      const second = loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: undefined }, logger);
+      console.log(JSON.stringify({ first: first.signing.kid, second: second.signing.kid, warnings: warnings.length }));
+    `;
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
+    const { first, second, warnings } = JSON.parse(stdout.trim().split('\n').at(-1)!) as { first: string; second: string; warnings: number };
+    expect(first).toMatch(/^ephemeral-/);
+    expect(second).toBe(first);
+    expect(warnings).toBe(1);
   });
 });
 
