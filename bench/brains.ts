@@ -26,9 +26,9 @@ import { NativeConnection, Worker, bundleWorkflowCode } from '@temporalio/worker
 import { createGatewayApp } from '../api/app.js';
 import { createApiKey, createDeveloperAccount } from '../shared/accounts/accounts.js';
 import type { MeteredCall } from '../shared/billing/metered-call.js';
-import { createBrain } from '../shared/brains/brains.js';
-import { putEntry } from '../shared/brains/entries.js';
-import { recall } from '../shared/brains/recall.js';
+import { brainOf, createBrain } from '../shared/brains/brains.js';
+import { embedQuery, putEntry } from '../shared/brains/entries.js';
+import { MAX_DRAW, recall, scopeFilter } from '../shared/brains/recall.js';
 import * as repo from '../shared/brains/repository.js';
 import { createGatewayServices, type GatewayServices } from '../shared/composition/gateway.js';
 import { loadConfig } from '../shared/config.js';
@@ -140,6 +140,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
           const warmed = await warmUntilGranted(platform, developer.id, options.warmup - 1, (i) => recall(platform, developer.id, call, created.id, { query: corpus.queries[1 + (i % (options.warmup - 1))]!.text, top_k: 8 }));
           const plain = await latencies(timedQueries, (text) => recall(platform, developer.id, call, created.id, { query: text, top_k: 8 }));
           const explained = await latencies(timedQueries, (text) => recall(platform, developer.id, call, created.id, { query: text, top_k: 8, explain: true }));
+          const floors = await recallFloors(platform, developer.id, call, created.id, timedQueries);
           let recallSum = 0;
           for (const query of timedQueries) {
             const found = await recall(platform, developer.id, call, created.id, { query: query.text, top_k: K });
@@ -159,6 +160,8 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
             'p99 ms': plain.p99.toFixed(1),
             'explain p50 ms': explained.p50.toFixed(1),
             'explain p95 ms': explained.p95.toFixed(1),
+            'embedding alone p50 / p95 ms': `${floors.embedding.p50.toFixed(1)} / ${floors.embedding.p95.toFixed(1)}`,
+            'search alone p50 / p95 ms': floors.search ? `${floors.search.p50.toFixed(1)} / ${floors.search.p95.toFixed(1)}` : '',
             'recall@10': recallAt10.toFixed(3),
             'query embedding metered': meteredWhere(warmed),
           });
@@ -167,7 +170,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
       }
       table(
         SECTION,
-        `recall (the domain call as a request with a developer key makes it: brain, query embedding by the emulator, metered as its column says, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then ${options.queries} timed one after another, explain off then on; recall@10 (top_k 10) against the exact composite top 10 of every entry`,
+        `recall (the domain call as a request with a developer key makes it: brain, query embedding by the emulator, metered as its column says, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then ${options.queries} timed one after another, explain off then on (the second pass over the same queries finds their candidates' entry versions in the process's row cache, which the first read from PostgreSQL); the floors under it, the same queries one after another: the query's embedding alone (metered, charge recorded) and a plaintext brain's search alone (its HNSW cursor opened with its first draw, then closed: no versions, composite or contents); recall@10 (top_k 10) against the exact composite top 10 of every entry`,
         rows,
       );
       const largestNone = results.get(`none:${largest}`)!;
@@ -670,6 +673,23 @@ function learnContinuously(observe: ReturnType<typeof observer>, brainId: string
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The exact composite top K over every loaded entry (entries are one chunk each): entry numbers and the K-th score. */
+/**
+ * What a recall cannot go below, measured apart: its query's embedding (the emulator's answer
+ * and the metering around it) and, for a plaintext brain, its native search's first draw
+ * (pgvector's HNSW walk at the brain's beam, through the cursor recall opens).
+ */
+async function recallFloors(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, queries: Corpus['queries']) {
+  const brain = await brainOf(platform.db, developerId, brainId);
+  const embedding = await latencies(queries, async (text) => (await embedQuery(platform, call, brain, text)).charged);
+  if (brain.encryption === 'strict') return { embedding, search: null };
+  const vectors = new Map(queries.map((query) => [query.text, query.vector]));
+  const search = await latencies(queries, async (text) => {
+    const cursor = await repo.openNearestChunks(platform.db, brain, brain.active_space, new repo.VectorLiteral(vectors.get(text)!), scopeFilter('/', true, false), null, MAX_DRAW);
+    await cursor.close();
+  });
+  return { embedding, search };
+}
+
 function exactComposite(corpus: Corpus, loaded: Loaded, query: number[], now: number): { scoreOf: (row: number) => number; kth: number } {
   const nonZero: number[] = [];
   for (let i = 0; i < DIMS; i++) if (query[i] !== 0) nonZero.push(i);

@@ -26,7 +26,7 @@ import type { recallBody } from './schemas.js';
 export const DEFAULT_TOP_K = 8;
 export const MAX_TOP_K = 100;
 const DRAW_GROWTH = 2;
-const MAX_DRAW = 4_096;
+export const MAX_DRAW = 4_096;
 
 /**
  * The draw after `size`: first the rest of the search's beam, which its first walk already holds
