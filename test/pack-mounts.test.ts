@@ -161,6 +161,9 @@ describe('reference mounts', () => {
     expect(created.id).toMatch(/^mnt_[0-9A-Za-z]{24}$/);
     const listed = await get(`/v1/brains/${brain}/mounts`);
     expect(listed.body).toEqual({ object: 'list', data: [created] });
+    expect((await get(`/v1/brains/${brain}/mounts/${created.id}`)).body).toEqual(created);
+    expectError(await get(`/v1/brains/${brain}/mounts/mnt_${'x'.repeat(24)}`), 404, 'resource_not_found');
+    expectError(await get(`/v1/brains/${brain}/mounts/${created.id}`, other.key), 404, 'not_found');
     // Nothing is copied into the brain.
     expect((await db().query(`SELECT count(*)::int AS n FROM brain_entries WHERE brain_id = $1`, [brain])).rows[0].n).toBe(0);
   });
@@ -240,6 +243,7 @@ describe('materialize mounts', () => {
     expect(created).toMatchObject({ mode: 'materialize', pinned_version: 1, status: 'pending', materialized_version: null });
     const done = await materialized(brain, created.id, 1);
     expect(done.status).toBe('ready');
+    expect((await get(`/v1/brains/${brain}/mounts/${created.id}`)).body).toEqual(done);
     expect(BigInt(await writeSeq())).toBeGreaterThan(BigInt(before));
 
     const rows = await importedRows(brain, created.id);

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
-import { createMount, deleteMount, listMounts, updateMount } from '../../shared/brains/mounts.js';
+import { createMount, deleteMount, getMount, listMounts, updateMount } from '../../shared/brains/mounts.js';
 import { getPack, grantPack, listGrants, listPacks, publish, retirePack, revokeGrant } from '../../shared/brains/packs.js';
 import { grantBody, mountBody, packListQuery, patchMountBody, publishBody } from '../../shared/brains/schemas.js';
 import { serviceError } from '../../shared/errors.js';
@@ -58,6 +58,10 @@ export function packRoutes(platform: GatewayServices): RouteDefinition[] {
     route({
       method: 'get', path: '/v1/brains/:id/mounts', surface, summary: "The brain's mounts", access: read,
       handle: async (req, res, { params }) => res.json(await listMounts(platform, account(req), params.id)),
+    }),
+    route({
+      method: 'get', path: '/v1/brains/:id/mounts/:mountId', surface, summary: 'A mount: poll it while a materialize mount imports', access: read,
+      handle: async (req, res, { params }) => res.json(await getMount(platform, account(req), params.id, params.mountId)),
     }),
     route({
       method: 'patch', path: '/v1/brains/:id/mounts/:mountId', surface, summary: 'Move a mount to another version (re-point, or re-materialize atomically) and or set follow_latest', access: write,

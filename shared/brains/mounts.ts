@@ -73,6 +73,12 @@ export async function listMounts(platform: Pick<BrainServices, 'db'>, developerI
   return { object: 'list' as const, data: (await mounts.mountsOfBrain(platform.db, brain.id)).map(formatMount) };
 }
 
+/** One mount: what a caller polls while a materialize mount imports (pending, then ready with materialized_version). */
+export async function getMount(platform: Pick<BrainServices, 'db'>, developerId: string, brainId: string, mountId: string) {
+  const brain = await brainOf(platform.db, developerId, brainId);
+  return formatMount(await mountOf(platform.db, brain.id, mountId));
+}
+
 /**
  * A new version (reference: re-pointed in place; materialize: re-imported by the workflow, whose
  * transaction adds the new copy, flips the mount and erases the old copy) and or follow_latest.
