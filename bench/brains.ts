@@ -672,7 +672,6 @@ function learnContinuously(observe: ReturnType<typeof observer>, brainId: string
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The exact composite top K over every loaded entry (entries are one chunk each): entry numbers and the K-th score. */
 /**
  * What a recall cannot go below, measured apart: its query's embedding (the emulator's answer
  * and the metering around it) and, for a plaintext brain, its native search's first draw
@@ -690,6 +689,7 @@ async function recallFloors(platform: GatewayServices, developerId: string, call
   return { embedding, search };
 }
 
+/** The exact composite top K over every loaded entry (entries are one chunk each): entry numbers and the K-th score. */
 function exactComposite(corpus: Corpus, loaded: Loaded, query: number[], now: number): { scoreOf: (row: number) => number; kth: number } {
   const nonZero: number[] = [];
   for (let i = 0; i < DIMS; i++) if (query[i] !== 0) nonZero.push(i);

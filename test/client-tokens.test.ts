@@ -1,6 +1,5 @@
-import { execFile } from 'node:child_process';
 import { createHash, createPrivateKey } from 'node:crypto';
-import { promisify } from 'node:util';
+import { lastJsonOfChildScript } from './support/child-script.js';
 import { expectError } from './support/expect-error.js';
 import type http from 'node:http';
 import express from 'express';
@@ -16,8 +15,6 @@ import { generateClientTokenJwk, loadClientTokenKeys, type ClientTokenSigningJwk
 import { ConfigError, loadConfig } from '../shared/config.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { bearer, call, createDeveloper, startTestPlatform, type ApiResponse, type TestDeveloper, type TestPlatform } from './support/test-platform.js';
-
-const run = promisify(execFile);
 
 const k1 = generateClientTokenJwk('k1');
 const k2 = generateClientTokenJwk('k2');
@@ -488,8 +485,7 @@ describe('signing keys', () => {
       const second = loadClientTokenKeys({ CLIENT_TOKEN_SIGNING_KEYS: undefined }, logger);
       console.log(JSON.stringify({ first: first.signing.kid, second: second.signing.kid, warnings: warnings.length }));
     `;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
-    const { first, second, warnings } = JSON.parse(stdout.trim().split('\n').at(-1)!) as { first: string; second: string; warnings: number };
+    const { first, second, warnings } = await lastJsonOfChildScript<{ first: string; second: string; warnings: number }>(script);
     expect(first).toMatch(/^ephemeral-/);
     expect(second).toBe(first);
     expect(warnings).toBe(1);

@@ -1,6 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { versionPartitionOf } from '../shared/brains/pack-repository.js';
+import type { Queryable } from '../shared/db/pool.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { brainApi } from './support/brain-api.js';
 import { expectError } from './support/expect-error.js';
@@ -32,7 +33,7 @@ afterAll(async () => {
 const { send, post, get, newBrain, write, publish } = brainApi(() => gateway.baseUrl, () => developer.key);
 const db = () => gateway.platform.db;
 
-const packIdOf = async (brainId: string) => (await db().query(`SELECT id FROM brain_packs WHERE source_brain_id = $1`, [brainId])).rows[0]?.id as string | undefined;
+const packIdOf = async (brainId: string, q: Queryable = db()) => (await q.query(`SELECT id FROM brain_packs WHERE source_brain_id = $1`, [brainId])).rows[0]?.id as string | undefined;
 
 describe('publish', () => {
   it('snapshots native rows into serial ready versions; name and slug are set by the first publish only', async () => {
@@ -138,7 +139,6 @@ describe('publish gates', () => {
     try {
       const api = brainApi(() => small.gateway.baseUrl, () => small.developer.key);
       const smallDb = small.gateway.platform.db;
-      const packOf = async (brainId: string) => (await smallDb.query(`SELECT id FROM brain_packs WHERE source_brain_id = $1`, [brainId])).rows[0]?.id as string | undefined;
       // Paragraphs of 120 characters under a 200-character chunk: one chunk each.
       const manual = (paragraphs: number) => Array.from({ length: paragraphs }, (_, i) => `Paragraph ${i} of the manual. ${'More detail follows. '.repeat(6)}`.slice(0, 120)).join('\n\n');
       const chunky = await api.newBrain({ memory_policy: { chunking: { strategy: 'paragraph', max_chars: 200 } } });
@@ -146,7 +146,7 @@ describe('publish gates', () => {
       const tooManyChunks = await api.post(`/v1/brains/${chunky}/publish`, {});
       expectError(tooManyChunks, 409, 'pack_too_large');
       expect(tooManyChunks.body.error.message).toContain('1 native entries and 5 chunks');
-      expect(await packOf(chunky)).toBeUndefined();
+      expect(await packIdOf(chunky, smallDb)).toBeUndefined();
       await api.write(chunky, { entry_id: 'manual', body: manual(4) });
       expect(await api.publish(chunky)).toMatchObject({ status: 'ready', chunk_count: 4 });
 
@@ -155,7 +155,7 @@ describe('publish gates', () => {
       const tooManyEntries = await api.post(`/v1/brains/${wide}/publish`, {});
       expectError(tooManyEntries, 409, 'pack_too_large');
       expect(tooManyEntries.body.error.message).toContain('4 native entries');
-      expect(await packOf(wide)).toBeUndefined();
+      expect(await packIdOf(wide, smallDb)).toBeUndefined();
     } finally {
       await small.emulated.close();
     }

@@ -1,8 +1,5 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-
-const run = promisify(execFile);
+import { lastJsonOfChildScript } from './support/child-script.js';
 
 describe('worker process priority', () => {
   it('lowers every thread of the process, and the threads started after take it too', async () => {
@@ -19,8 +16,7 @@ describe('worker process priority', () => {
       console.log(JSON.stringify({ before, after: niceness() }));
       await worker.terminate();
     `;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd() });
-    const { before, after } = JSON.parse(stdout.trim().split('\n').at(-1)!) as { before: number[]; after: number[] };
+    const { before, after } = await lastJsonOfChildScript<{ before: number[]; after: number[] }>(script);
     expect(before.length).toBeGreaterThan(1);
     expect(before.every((value) => value !== 7)).toBe(true);
     expect(after.length).toBeGreaterThan(before.length);
