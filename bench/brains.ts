@@ -133,10 +133,14 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
           const label = `${encryption}, ${size.toLocaleString('en-US')} entries`;
           console.log(`  ${label}: loaded in ${loaded.loadSeconds.toFixed(1)} s${loaded.indexSeconds === null ? '' : `, HNSW built in ${loaded.indexSeconds.toFixed(1)} s`}`);
           const first = await timed(() => recall(platform, developer.id, call, created.id, { query: corpus.queries[0]!.text, top_k: 8 }));
+          const firstAnswered = performance.now();
+          const versionsKept = platform.rankedVersions.filled(created.id).then(() => (performance.now() - firstAnswered) / 1000);
           // A large strict brain's IVF lists are built in the background after its first recall; measured once they serve.
           const listsStarted = performance.now();
           await platform.strictBrains.listsSettled(created.id);
           const listsSeconds = (performance.now() - listsStarted) / 1000;
+          // So are its entry versions, read whole into the process's cache from its first recall on (row-cache.ts).
+          const versionsSeconds = await versionsKept;
           const warmed = await warmUntilGranted(platform, developer.id, options.warmup - 1, (i) => recall(platform, developer.id, call, created.id, { query: corpus.queries[1 + (i % (options.warmup - 1))]!.text, top_k: 8 }));
           const plain = await latencies(timedQueries, (text) => recall(platform, developer.id, call, created.id, { query: text, top_k: 8 }));
           const explained = await latencies(timedQueries, (text) => recall(platform, developer.id, call, created.id, { query: text, top_k: 8, explain: true }));
@@ -154,6 +158,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
             'HNSW build s': loaded.indexSeconds?.toFixed(1) ?? '(none: sealed vectors)',
             'first recall ms': first.ms.toFixed(1),
             'IVF lists s': encryption === 'strict' ? (listsSeconds < 0.05 ? '(exact pass)' : listsSeconds.toFixed(1)) : '',
+            'versions kept s': versionsSeconds.toFixed(2),
             queries: timedQueries.length,
             'p50 ms': plain.p50.toFixed(1),
             'p95 ms': plain.p95.toFixed(1),
@@ -170,7 +175,7 @@ export async function runBrainBench(options: BrainBenchOptions): Promise<void> {
       }
       table(
         SECTION,
-        `recall (the domain call as a request with a developer key makes it: brain, query embedding by the emulator, metered as its column says, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then ${options.queries} timed one after another, explain off then on (the second pass over the same queries finds their candidates' entry versions in the process's row cache, which the first read from PostgreSQL); the floors under it, the same queries one after another: the query's embedding alone (metered, charge recorded) and a plaintext brain's search alone (its HNSW cursor opened with its first draw, then closed: no versions, composite or contents); recall@10 (top_k 10) against the exact composite top 10 of every entry`,
+        `recall (the domain call as a request with a developer key makes it: brain, query embedding by the emulator, metered as its column says, candidates, composite (the CPU pool's for strict brains), contents), top_k 8 at scope / over every entry; ${options.warmup} or more warm-up (on until the payer's quota grant serves, where the loop's rate earns one) then ${options.queries} timed one after another, explain off then on, both once the brain's entry versions are kept in the process (read whole from its first recall on: 'versions kept s' after that recall answered); the floors under it, the same queries one after another: the query's embedding alone (metered, charge recorded) and a plaintext brain's search alone (its HNSW cursor opened with its first draw, then closed: no versions, composite or contents); recall@10 (top_k 10) against the exact composite top 10 of every entry`,
         rows,
       );
       const largestNone = results.get(`none:${largest}`)!;

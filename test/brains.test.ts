@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUses } from '../shared/brains/learning-repository.js';
 import { RowCache } from '../shared/brains/row-cache.js';
 import { nextDraw } from '../shared/brains/recall.js';
-import { BRAIN_HNSW, partitionOf, SMALL_SPACE, VectorLiteral, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
+import { BRAIN_HNSW, currentVersionPages, partitionOf, SMALL_SPACE, VectorLiteral, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -284,6 +284,76 @@ describe('recall', () => {
     const tiny = new RowCache<RankedVersion>(2);
     expect((await tiny.read(brain.id, 1, mine, fetch)).size).toBe(3);
     expect(tiny.keptFor(brain.id)).toBe(0);
+  });
+
+  it("keeps a brain's ranked versions whole once it is recalled, beyond the recall's candidates", async () => {
+    const brain = await newBrain();
+    await write(brain.id, { entry_id: 'leaf', scope: '/team/a', body: 'Deploys freeze on Fridays.' });
+    for (const id of ['other1', 'other2']) await write(brain.id, { entry_id: id, scope: '/elsewhere', body: `Entry ${id} in another scope.` });
+    // Only /team/a is searched, so only its entry is a candidate; the fill keeps the other scope's too.
+    expect(ids((await recall(brain.id, { query: 'when do deploys freeze', scope: '/team/a', inherit: false })).body.data)).toEqual(['leaf']);
+    await gateway.platform.rankedVersions.filled(brain.id);
+    expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(3);
+    // A version written after the fill is read by id as recall meets it.
+    await write(brain.id, { entry_id: 'late', scope: '/team/a', body: 'Deploys also freeze during the holidays.' });
+    expect(ids((await recall(brain.id, { query: 'when do deploys freeze', scope: '/team/a', inherit: false })).body.data).sort()).toEqual(['late', 'leaf']);
+    expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(4);
+  });
+
+  it('fills an owner page by page up to half its budget, once a stamp, starting over with a newer one, and tries a failed fill again', async () => {
+    const brain = await newBrain();
+    for (const id of ['a', 'b', 'c']) await write(brain.id, { entry_id: id, body: `Entry ${id} of the fill test.` });
+    const db = gateway.platform.db;
+    const versions = (await db.query<{ version_id: string }>(`SELECT version_id FROM brain_entries WHERE brain_id = $1 ORDER BY entry_id`, [brain.id])).rows.map((row) => String(row.version_id));
+    const failures: unknown[] = [];
+    const failed = (error: unknown) => void failures.push(error);
+    const pagesRead: number[] = [];
+    const pages = (most: number) => (async function* () {
+      for await (const page of currentVersionPages(db, brain.id, most, 2)) yield (pagesRead.push(page.size), page);
+    })();
+    const asked: string[][] = [];
+    const fetch = (missing: string[]) => (asked.push(missing), versionsByIds(db, missing));
+
+    const cache = new RowCache<RankedVersion>(8);
+    cache.fill(brain.id, 1, pages, failed);
+    cache.fill(brain.id, 1, pages, failed);
+    await cache.filled(brain.id);
+    expect([pagesRead, cache.keptFor(brain.id)]).toEqual([[2, 1], 3]);
+    expect((await cache.read(brain.id, 1, versions, fetch)).get(versions[2]!)).toMatchObject({ entry_id: 'c', use_count: 0 });
+    expect(asked).toEqual([]);
+    // Once a stamp: the same stamp fills no more; a newer one starts over and fills again.
+    cache.fill(brain.id, 1, pages, failed);
+    await cache.filled(brain.id);
+    expect(pagesRead).toEqual([2, 1]);
+    cache.fill(brain.id, 2, pages, failed);
+    await cache.filled(brain.id);
+    expect([pagesRead, cache.keptFor(brain.id)]).toEqual([[2, 1, 2, 1], 3]);
+    // An older stamp fills nothing.
+    cache.fill(brain.id, 1, pages, failed);
+    await cache.filled(brain.id);
+    expect(pagesRead).toHaveLength(4);
+
+    // At most half the budget, in entry order.
+    const small = new RowCache<RankedVersion>(4);
+    small.fill(brain.id, 1, pages, failed);
+    await small.filled(brain.id);
+    expect(small.keptFor(brain.id)).toBe(2);
+    expect(await small.read(brain.id, 1, versions, fetch)).toHaveProperty('size', 3);
+    expect(asked).toEqual([[versions[2]]]);
+
+    // A failed fill is reported once and tried again by the next call.
+    const flaky = new RowCache<RankedVersion>(8);
+    let tries = 0;
+    const failing = (most: number) => (async function* () {
+      if ((tries += 1) === 1) throw new Error('connection lost');
+      yield* currentVersionPages(db, brain.id, most);
+    })();
+    flaky.fill(brain.id, 1, failing, failed);
+    await flaky.filled(brain.id);
+    expect([failures.length, String(failures[0]), flaky.keptFor(brain.id)]).toEqual([1, 'Error: connection lost', 0]);
+    flaky.fill(brain.id, 1, failing, failed);
+    await flaky.filled(brain.id);
+    expect([tries, failures.length, flaky.keptFor(brain.id)]).toEqual([2, 1, 3]);
   });
 
   it("decays a memory by its anchor's age: a status (tier D, three-day half-life) last touched six days ago keeps a quarter", async () => {

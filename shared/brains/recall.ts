@@ -46,6 +46,10 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
+  // The entry versions a brain's candidates rank by are kept whole per process once it is recalled (row-cache.ts).
+  platform.rankedVersions.fill(brain.id, brain.usage_seq, (most) => repo.currentVersionPages(platform.db, brain.id, most), (error) =>
+    platform.logger.warn({ err: error, brain_id: brain.id }, "a brain's ranked versions could not be kept whole; recall reads them by id"),
+  );
   // The mounts, and the entities the query names, are looked up while the query is embedded. The
   // searches open once the query and the mounts are known; the entities are awaited where the
   // first draw is scored (their lookup often ended after the embedding, and held the searches).

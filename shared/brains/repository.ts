@@ -532,24 +532,15 @@ export async function sealedChunks(q: Queryable, brainId: string, space: number,
 /** What recall ranks, filters and labels a hit by: an entry version's ranking fields, without its text. */
 export type RankedVersion = Pick<EntryRow, 'version_id' | 'entry_id' | 'scope' | 'class' | 'type' | 'trust' | 'source_mount_id' | 'source' | 'use_count' | 'last_used' | 'created_at' | 'updated_at'>;
 
-/**
- * A prepared statement (named, so each connection plans it once): recall reads a few hundred
- * versions each draw, and planning it afresh cost about a millisecond at 256 ids. Its instants
- * come as epoch milliseconds: the driver's parse of 768 timestamps a draw took about 0.4 ms.
- */
-export async function versionsByIds(q: Queryable, versionIds: string[]): Promise<Map<string, RankedVersion>> {
-  if (versionIds.length === 0) return new Map();
-  type Row = Omit<RankedVersion, 'last_used' | 'created_at' | 'updated_at'> & { last_used_ms: number | null; created_ms: number; updated_ms: number };
-  const { rows } = await q.query<Row>({
-    name: 'brain-ranked-versions',
-    text: `SELECT version_id, entry_id, scope, class, type, trust, source_mount_id, source, use_count,
-                  (extract(epoch FROM last_used) * 1000)::float8 AS last_used_ms, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
-                  (extract(epoch FROM updated_at) * 1000)::float8 AS updated_ms
-           FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
-    values: [versionIds],
-  });
-  // Each version spelled out: a rest and a spread of every row cost 1.4 ms of a 100,000-entry recall's CPU (profile).
-  return new Map(
+/** A RankedVersion's columns, its instants as epoch milliseconds: the driver's parse of 768 timestamps a draw took about 0.4 ms. */
+const RANKED_COLUMNS = `version_id, entry_id, scope, class, type, trust, source_mount_id, source, use_count,
+  (extract(epoch FROM last_used) * 1000)::float8 AS last_used_ms, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms,
+  (extract(epoch FROM updated_at) * 1000)::float8 AS updated_ms`;
+type RankedRow = Omit<RankedVersion, 'last_used' | 'created_at' | 'updated_at'> & { last_used_ms: number | null; created_ms: number; updated_ms: number };
+
+/** Each version spelled out: a rest and a spread of every row cost 1.4 ms of a 100,000-entry recall's CPU (profile). */
+const rankedVersionsOf = (rows: RankedRow[]): Map<string, RankedVersion> =>
+  new Map(
     rows.map((row) => [
       String(row.version_id),
       {
@@ -559,6 +550,40 @@ export async function versionsByIds(q: Queryable, versionIds: string[]): Promise
       },
     ]),
   );
+
+/**
+ * A prepared statement (named, so each connection plans it once): recall reads a few hundred
+ * versions each draw, and planning it afresh cost about a millisecond at 256 ids.
+ */
+export async function versionsByIds(q: Queryable, versionIds: string[]): Promise<Map<string, RankedVersion>> {
+  if (versionIds.length === 0) return new Map();
+  const { rows } = await q.query<RankedRow>({
+    name: 'brain-ranked-versions',
+    text: `SELECT ${RANKED_COLUMNS} FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
+    values: [versionIds],
+  });
+  return rankedVersionsOf(rows);
+}
+
+/**
+ * A brain's current entry versions, a page at a time in entry order (each page its own statement
+ * on the brain's current-entries index, so no connection is held between pages and the caller's
+ * event loop turns between them), at most `most` in all.
+ */
+export async function* currentVersionPages(q: Queryable, brainId: string, most: number, pageSize = 1_000): AsyncGenerator<Map<string, RankedVersion>> {
+  let after = '';
+  for (let read = 0; read < most; ) {
+    const { rows } = await q.query<RankedRow>({
+      name: 'brain-current-ranked-versions',
+      text: `SELECT ${RANKED_COLUMNS} FROM brain_entries WHERE brain_id = $1 AND valid_to IS NULL AND entry_id > $2 ORDER BY entry_id LIMIT $3`,
+      values: [brainId, after, Math.min(pageSize, most - read)],
+    });
+    if (rows.length === 0) return;
+    read += rows.length;
+    after = rows.at(-1)!.entry_id;
+    yield rankedVersionsOf(rows);
+    if (rows.length < pageSize) return;
+  }
 }
 
 export async function chunkContents(q: Queryable, brainId: string, space: number, keys: { version_id: string; chunk_index: number }[]): Promise<Map<string, { content: string | null; content_sealed: Buffer | null }>> {
