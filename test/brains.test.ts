@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countUses } from '../shared/brains/learning-repository.js';
-import { RowCache } from '../shared/brains/row-cache.js';
+import { RowCache, type OwnerSource } from '../shared/brains/row-cache.js';
 import { nextDraw } from '../shared/brains/recall.js';
-import { BRAIN_HNSW, currentVersionPages, partitionOf, SMALL_SPACE, VectorLiteral, versionsByIds, type RankedVersion } from '../shared/brains/repository.js';
+import { BRAIN_HNSW, currentVersionPages, partitionOf, SMALL_SPACE, VectorLiteral, versionsByIds, versionsUsedSince, type RankedVersion } from '../shared/brains/repository.js';
 import { startEmulatedGatewayWithDeveloper, type EmulatedGateway } from './support/emulated-gateway.js';
 import { expectError } from './support/expect-error.js';
 import { startInProcessWorkers } from './support/in-process-workers.js';
@@ -298,62 +298,89 @@ describe('recall', () => {
     await write(brain.id, { entry_id: 'late', scope: '/team/a', body: 'Deploys also freeze during the holidays.' });
     expect(ids((await recall(brain.id, { query: 'when do deploys freeze', scope: '/team/a', inherit: false })).body.data).sort()).toEqual(['late', 'leaf']);
     expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(4);
+    // A use counted is ranked by from the next recall on, caught up on without reading the brain again.
+    const question = { query: 'when do deploys freeze', scope: '/team/a', inherit: false, explain: true };
+    const before = (await recall(brain.id, question)).body.data.find((hit: { entry_id: string }) => hit.entry_id === 'leaf');
+    await countUses(gateway.platform.db, brain.id, ['leaf']);
+    const after = (await recall(brain.id, question)).body.data.find((hit: { entry_id: string }) => hit.entry_id === 'leaf');
+    expect(after.factors.usage).toBeGreaterThan(before.factors.usage);
+    expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(4);
   });
 
-  it('fills an owner page by page up to half its budget, once a stamp, starting over with a newer one, and tries a failed fill again', async () => {
+  it('keeps an owner whole page by page up to half its budget, once; a newer stamp catches up on what changed, and a failed fill or catch-up recovers', async () => {
     const brain = await newBrain();
     for (const id of ['a', 'b', 'c']) await write(brain.id, { entry_id: id, body: `Entry ${id} of the fill test.` });
     const db = gateway.platform.db;
     const versions = (await db.query<{ version_id: string }>(`SELECT version_id FROM brain_entries WHERE brain_id = $1 ORDER BY entry_id`, [brain.id])).rows.map((row) => String(row.version_id));
+    const usageSeq = async () => (await db.query<{ usage_seq: string }>(`SELECT usage_seq FROM brains WHERE id = $1`, [brain.id])).rows[0]!.usage_seq;
     const failures: unknown[] = [];
     const failed = (error: unknown) => void failures.push(error);
     const pagesRead: number[] = [];
-    const pages = (most: number) => (async function* () {
-      for await (const page of currentVersionPages(db, brain.id, most, 2)) yield (pagesRead.push(page.size), page);
-    })();
+    const caughtUpFrom: bigint[] = [];
+    const source: OwnerSource<RankedVersion> = {
+      pages: (most) => (async function* () {
+        for await (const page of currentVersionPages(db, brain.id, most, 2)) yield (pagesRead.push(page.size), page);
+      })(),
+      changedSince: (since) => (caughtUpFrom.push(since), versionsUsedSince(db, brain.id, since)),
+    };
     const asked: string[][] = [];
     const fetch = (missing: string[]) => (asked.push(missing), versionsByIds(db, missing));
+    const settle = async (cache: RowCache<RankedVersion>) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      await cache.filled(brain.id);
+    };
 
     const cache = new RowCache<RankedVersion>(8);
-    cache.fill(brain.id, 1, pages, failed);
-    cache.fill(brain.id, 1, pages, failed);
-    await cache.filled(brain.id);
+    const first = await usageSeq();
+    cache.keepWhole(brain.id, first, source, failed);
+    cache.keepWhole(brain.id, first, source, failed);
+    await settle(cache);
     expect([pagesRead, cache.keptFor(brain.id)]).toEqual([[2, 1], 3]);
-    expect((await cache.read(brain.id, 1, versions, fetch)).get(versions[2]!)).toMatchObject({ entry_id: 'c', use_count: 0 });
+    expect((await cache.read(brain.id, first, versions, fetch, source)).get(versions[1]!)).toMatchObject({ entry_id: 'b', use_count: 0 });
     expect(asked).toEqual([]);
-    // Once a stamp: the same stamp fills no more; a newer one starts over and fills again.
-    cache.fill(brain.id, 1, pages, failed);
-    await cache.filled(brain.id);
+
+    // A use counted moves the stamp: the next read reads what changed since (b), nothing by id, and fills nothing again.
+    await countUses(db, brain.id, ['b']);
+    const second = await usageSeq();
+    const caughtUp = await cache.read(brain.id, second, versions, fetch, source);
+    expect([caughtUp.get(versions[1]!)?.use_count, caughtUp.get(versions[0]!)?.use_count]).toEqual([1, 0]);
+    expect([asked, caughtUpFrom, pagesRead, cache.keptFor(brain.id)]).toEqual([[], [BigInt(first)], [2, 1], 3]);
+    cache.keepWhole(brain.id, second, source, failed);
+    await settle(cache);
     expect(pagesRead).toEqual([2, 1]);
-    cache.fill(brain.id, 2, pages, failed);
-    await cache.filled(brain.id);
-    expect([pagesRead, cache.keptFor(brain.id)]).toEqual([[2, 1, 2, 1], 3]);
-    // An older stamp fills nothing.
-    cache.fill(brain.id, 1, pages, failed);
-    await cache.filled(brain.id);
-    expect(pagesRead).toHaveLength(4);
+    // A read under the older stamp reads by id and leaves what is kept.
+    expect((await cache.read(brain.id, first, versions.slice(0, 1), fetch, source)).size).toBe(1);
+    expect([asked, (await cache.read(brain.id, second, versions, fetch, source)).get(versions[1]!)?.use_count]).toEqual([[versions.slice(0, 1)], 1]);
+    // Without a source, a newer stamp starts the owner over.
+    await cache.read(brain.id, String(BigInt(second) + 1n), versions.slice(0, 1), fetch);
+    expect(cache.keptFor(brain.id)).toBe(1);
 
     // At most half the budget, in entry order.
     const small = new RowCache<RankedVersion>(4);
-    small.fill(brain.id, 1, pages, failed);
-    await small.filled(brain.id);
+    small.keepWhole(brain.id, second, source, failed);
+    await settle(small);
     expect(small.keptFor(brain.id)).toBe(2);
-    expect(await small.read(brain.id, 1, versions, fetch)).toHaveProperty('size', 3);
-    expect(asked).toEqual([[versions[2]]]);
 
     // A failed fill is reported once and tried again by the next call.
     const flaky = new RowCache<RankedVersion>(8);
     let tries = 0;
-    const failing = (most: number) => (async function* () {
-      if ((tries += 1) === 1) throw new Error('connection lost');
-      yield* currentVersionPages(db, brain.id, most);
-    })();
-    flaky.fill(brain.id, 1, failing, failed);
-    await flaky.filled(brain.id);
+    const failingOnce: OwnerSource<RankedVersion> = {
+      ...source,
+      pages: (most) => (async function* () {
+        if ((tries += 1) === 1) throw new Error('connection lost');
+        yield* currentVersionPages(db, brain.id, most);
+      })(),
+    };
+    flaky.keepWhole(brain.id, second, failingOnce, failed);
+    await settle(flaky);
     expect([failures.length, String(failures[0]), flaky.keptFor(brain.id)]).toEqual([1, 'Error: connection lost', 0]);
-    flaky.fill(brain.id, 1, failing, failed);
-    await flaky.filled(brain.id);
+    flaky.keepWhole(brain.id, second, failingOnce, failed);
+    await settle(flaky);
     expect([tries, failures.length, flaky.keptFor(brain.id)]).toEqual([2, 1, 3]);
+    // A catch-up that fails cannot know what changed: the owner starts over under the newer stamp.
+    const unknowable: OwnerSource<RankedVersion> = { ...source, changedSince: () => Promise.reject(new Error('connection lost')) };
+    await flaky.read(brain.id, String(BigInt(second) + 1n), versions.slice(0, 2), fetch, unknowable);
+    expect(flaky.keptFor(brain.id)).toBe(2);
   });
 
   it("decays a memory by its anchor's age: a status (tier D, three-day half-life) last touched six days ago keeps a quarter", async () => {

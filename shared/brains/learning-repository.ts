@@ -96,16 +96,24 @@ export async function moveEntityLinks(q: Queryable, brainId: string, fromEntryId
 
 /**
  * One use of each memory the answer used: the count and the time move on the current version in
- * place (use is not content, so no new version), and usage_seq tells caches of the brain's rows.
+ * place (use is not content, so no new version), and the brain's usage_seq moves with them, each
+ * version used marked with the new value (used_seq), so that a cache of the brain's rows as of an
+ * older one reads only what moved since (versionsUsedSince). One statement, the brain's row
+ * locked before its entries' (as writers lock them), so the sequence and the marks move together
+ * whether or not the caller holds a transaction.
  */
 export async function countUses(q: Queryable, brainId: string, entryIds: string[]): Promise<number> {
   if (entryIds.length === 0) return 0;
   const { rowCount } = await q.query(
-    `UPDATE brain_entries SET use_count = use_count + 1, last_used = now()
-     WHERE brain_id = $1 AND entry_id = ANY($2) AND valid_to IS NULL AND origin = 'native'`,
+    `WITH bumped AS (
+       UPDATE brains SET usage_seq = usage_seq + 1
+       WHERE id = $1 AND EXISTS (SELECT 1 FROM brain_entries WHERE brain_id = $1 AND entry_id = ANY($2) AND valid_to IS NULL AND origin = 'native')
+       RETURNING usage_seq
+     )
+     UPDATE brain_entries e SET use_count = e.use_count + 1, last_used = now(), used_seq = bumped.usage_seq
+     FROM bumped WHERE e.brain_id = $1 AND e.entry_id = ANY($2) AND e.valid_to IS NULL AND e.origin = 'native'`,
     [brainId, entryIds],
   );
-  if (rowCount) await q.query(`UPDATE brains SET usage_seq = usage_seq + 1 WHERE id = $1`, [brainId]);
   return rowCount ?? 0;
 }
 

@@ -46,8 +46,9 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   const scope = body.scope ?? '/';
   const filter = scopeFilter(scope, body.inherit ?? true, body.subtree ?? false);
   const keys = await brainKeys(platform, brain);
-  // The entry versions a brain's candidates rank by are kept whole per process once it is recalled (row-cache.ts).
-  platform.rankedVersions.fill(brain.id, brain.usage_seq, (most) => repo.currentVersionPages(platform.db, brain.id, most), (error) =>
+  // The entry versions a brain's candidates rank by are kept whole per process once it is recalled, and brought up to its usage_seq (row-cache.ts).
+  const versionSource = repo.rankedVersionSource(platform.db, brain.id);
+  platform.rankedVersions.keepWhole(brain.id, brain.usage_seq, versionSource, (error) =>
     platform.logger.warn({ err: error, brain_id: brain.id }, "a brain's ranked versions could not be kept whole; recall reads them by id"),
   );
   // The mounts, and the entities the query names, are looked up while the query is embedded. The
@@ -93,7 +94,7 @@ export async function recall(platform: GatewayServices, developerId: string, cal
       const drawNative = async () => {
         own.rows = await native.draw(own.size);
         const unread = [...new Set(own.rows.map((candidate) => String(candidate.version_id)))].filter((id) => !versions.has(id));
-        const read = await platform.rankedVersions.read(brain.id, brain.usage_seq, unread, (missing) => repo.versionsByIds(native.client, missing));
+        const read = await platform.rankedVersions.read(brain.id, brain.usage_seq, unread, (missing) => repo.versionsByIds(native.client, missing), versionSource);
         for (const [id, version] of read) versions.set(id, version);
         titles?.prefetch(native.client, [...read.values()].filter((entry) => entry.source_mount_id === null).map((entry) => entry.entry_id));
       };

@@ -3,6 +3,7 @@ import { partitionName } from '../db/partitions.js';
 import { withTransaction, type Db, type Queryable } from '../db/pool.js';
 import { vectorCast } from '../vector-stores/repository.js';
 import type { MemoryPolicy } from './policy.js';
+import type { OwnerSource } from './row-cache.js';
 
 /** SQL of brains, their entry versions and chunks (migrations/022_brains.sql). */
 export interface BrainRow {
@@ -561,6 +562,22 @@ export async function versionsByIds(q: Queryable, versionIds: string[]): Promise
     name: 'brain-ranked-versions',
     text: `SELECT ${RANKED_COLUMNS} FROM brain_entries WHERE version_id = ANY($1::bigint[])`,
     values: [versionIds],
+  });
+  return rankedVersionsOf(rows);
+}
+
+/** A brain's ranked versions as a cache keeps them whole (RowCache.keepWhole): all its current ones, and those whose use moved since a usage_seq. */
+export const rankedVersionSource = (q: Queryable, brainId: string): OwnerSource<RankedVersion> => ({
+  pages: (most) => currentVersionPages(q, brainId, most),
+  changedSince: (since) => versionsUsedSince(q, brainId, since),
+});
+
+/** The brain's versions (current or not) whose use moved after its usage_seq was `since`: what a cache of its rows as of `since` must catch up on. */
+export async function versionsUsedSince(q: Queryable, brainId: string, since: bigint): Promise<Map<string, RankedVersion>> {
+  const { rows } = await q.query<RankedRow>({
+    name: 'brain-versions-used-since',
+    text: `SELECT ${RANKED_COLUMNS} FROM brain_entries WHERE brain_id = $1 AND used_seq > $2`,
+    values: [brainId, String(since)],
   });
   return rankedVersionsOf(rows);
 }
