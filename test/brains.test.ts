@@ -238,18 +238,25 @@ describe('recall', () => {
     expect(rows[0].values).toEqual(vector);
   });
 
-  it('ranks by a use counted after the brain was recalled: a moved usage_seq starts its cached versions over', async () => {
-    const brain = await newBrain();
-    await write(brain.id, { entry_id: 'rotation', class: 'memory', type: 'fact', body: 'Database credentials rotate every ninety days.' });
-    const question = { query: 'how often do database credentials rotate', explain: true };
-    const [before] = (await recall(brain.id, question)).body.data;
-    expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(1);
-    // As a learn pass counts the memories an answer used.
-    await countUses(gateway.platform.db, brain.id, ['rotation']);
-    const [after] = (await recall(brain.id, question)).body.data;
-    expect(after.entry_id).toBe('rotation');
-    expect(after.factors.usage).toBeGreaterThan(before.factors.usage);
-  });
+  for (const encryption of ['none', 'strict'] as const) {
+    it(`ranks by a use counted after the brain was recalled, catching up on what moved (${encryption})`, async () => {
+      const brain = await newBrain({ encryption });
+      await write(brain.id, { entry_id: 'rotation', class: 'memory', type: 'fact', body: 'Database credentials rotate every ninety days.' });
+      await write(brain.id, { entry_id: 'runbook', class: 'reference', body: 'Rotate credentials with the vault rotate command, then restart the workers.' });
+      const question = { query: 'how often do database credentials rotate', explain: true };
+      const usage = async () => Object.fromEntries((await recall(brain.id, question)).body.data.map((hit: { entry_id: string; factors: { usage: number } }) => [hit.entry_id, hit.factors.usage]));
+      const before = await usage();
+      expect(gateway.platform.rankedVersions.keptFor(brain.id)).toBe(2);
+      const wholeReads = gateway.platform.strictBrains.wholeReads(brain.id);
+      // As a learn pass counts the memories an answer used.
+      await countUses(gateway.platform.db, brain.id, ['rotation']);
+      const after = await usage();
+      expect(after.rotation).toBeGreaterThan(before.rotation);
+      expect(after.runbook).toBe(before.runbook);
+      // Neither the kept versions nor a strict brain's opened rows were read whole again.
+      expect([gateway.platform.rankedVersions.keptFor(brain.id), gateway.platform.strictBrains.wholeReads(brain.id)]).toEqual([2, wholeReads]);
+    });
+  }
 
   it("keeps candidates' ranked versions per brain: read once a usage_seq, never added to by an older read, bounded by rows", async () => {
     const brain = await newBrain();

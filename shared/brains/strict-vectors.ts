@@ -15,8 +15,10 @@ import * as repo from './repository.js';
  * scopes in place, keeping the best: exact, in one pass (split across its threads when large). The brain's
  * write_seq moves with every write, so a changed one sends the cache to PostgreSQL for the
  * current keys only: rows that ended are masked out, new ones are opened and appended (the
- * buffer doubles when full), and nothing already open is opened again. A reindex's swap (a new
- * space) opens the brain afresh. Within a memory budget, the brain recalled least recently goes
+ * buffer doubles when full), and nothing already open is opened again. A use counted moves only
+ * the brain's usage_seq: the use counts and last uses of the versions marked since the one held
+ * are read (one indexed statement) and put in place, not every key again. A reindex's swap (a
+ * new space) opens the brain afresh. Within a memory budget, the brain recalled least recently goes
  * first. Recall as_of reads history and does not come here.
  *
  * Past IVF_MIN_ROWS live rows an exact pass costs too much for a request (about 70 ms a 30,000
@@ -34,6 +36,7 @@ const MIN_PROBES = 8;
 interface OpenedBrain {
   space: number;
   writeSeq: string;
+  usageSeq: string;
   dims: number;
   /** Rows used; the buffer holds `capacity`. */
   count: number;
@@ -65,6 +68,7 @@ export class StrictBrainVectors {
   private readonly opened = new Map<string, OpenedBrain>();
   private readonly refreshing = new Map<string, Promise<OpenedBrain>>();
   private readonly buildingIvf = new Map<string, Promise<void>>();
+  private readonly keyReads = new Map<string, number>();
 
   constructor(
     private readonly db: Db,
@@ -128,11 +132,17 @@ export class StrictBrainVectors {
     }));
   }
 
-  /** The brain's vectors as of its write_seq; one refresh of a brain at a time, since refreshes append to the same buffer. */
+  /** Times each brain's current chunk keys were read whole (for tests and metrics). */
+  wholeReads(brainId: string): number {
+    return this.keyReads.get(brainId) ?? 0;
+  }
+
+  /** The brain's vectors as of its write_seq and usage_seq; one refresh of a brain at a time, since refreshes append to the same buffer. */
   private async brain(brain: repo.BrainRow, keys: StoreKeys): Promise<OpenedBrain> {
     for (;;) {
       const cached = this.opened.get(brain.id);
-      if (cached && cached.space === brain.active_space && cached.writeSeq === freshnessOf(brain)) {
+      const sameContent = cached !== undefined && cached.space === brain.active_space && cached.writeSeq === brain.write_seq;
+      if (sameContent && BigInt(cached.usageSeq) >= BigInt(brain.usage_seq)) {
         // Most recently used last: the first entry is the one to evict.
         this.opened.delete(brain.id);
         this.opened.set(brain.id, cached);
@@ -144,7 +154,7 @@ export class StrictBrainVectors {
         continue;
       }
       const base = cached && cached.space === brain.active_space ? cached : undefined;
-      const refresh = this.refresh(brain, keys, base)
+      const refresh = (sameContent ? this.refreshUse(brain, cached) : this.refresh(brain, keys, base))
         .then((opened) => {
           this.opened.delete(brain.id);
           this.opened.set(brain.id, opened);
@@ -157,8 +167,23 @@ export class StrictBrainVectors {
     }
   }
 
+  /** Brings `base`'s use counts and last uses up to the brain's usage_seq, in place: a version's chunks are its rows 0, 1, ... */
+  private async refreshUse(brain: repo.BrainRow, base: OpenedBrain): Promise<OpenedBrain> {
+    const used = await repo.versionsUsedSince(this.db, brain.id, BigInt(base.usageSeq));
+    for (const version of used.values()) {
+      for (let chunk = 0; ; chunk++) {
+        const row = base.position.get(keyOf(String(version.version_id), chunk));
+        if (row === undefined) break;
+        base.useCount[row] = version.use_count;
+        base.lastUsedAt[row] = version.last_used?.getTime() ?? Number.NaN;
+      }
+    }
+    return { ...base, usageSeq: brain.usage_seq };
+  }
+
   /** Brings `base` (or nothing) up to the brain's current chunks. */
   private async refresh(brain: repo.BrainRow, keys: StoreKeys, base: OpenedBrain | undefined): Promise<OpenedBrain> {
+    this.keyReads.set(brain.id, this.wholeReads(brain.id) + 1);
     const current = await repo.currentChunkKeys(this.db, brain.id, brain.active_space);
     const ranking = new Map(current.map((row) => [row.version_id, row]));
     // The cached state stays as it was until this one replaces it (a failed refresh leaves it whole).
@@ -195,7 +220,7 @@ export class StrictBrainVectors {
         grown.position.set(keyOf(String(chunk.version_id), chunk.chunk_index), row);
       }
     }
-    return { ...grown, writeSeq: freshnessOf(brain) };
+    return { ...grown, writeSeq: brain.write_seq, usageSeq: brain.usage_seq };
   }
 
   /** Starts a background IVF build when the brain has grown past what an exact pass serves well. */
@@ -245,7 +270,8 @@ function emptyBrain(brain: repo.BrainRow, rows: number): OpenedBrain {
   const capacity = roomFor(rows);
   return {
     space: brain.active_space,
-    writeSeq: freshnessOf(brain),
+    writeSeq: brain.write_seq,
+    usageSeq: brain.usage_seq,
     dims: brain.embedding_dims,
     count: 0,
     capacity,
@@ -303,9 +329,6 @@ interface FrozenRanking {
   memory_policy: MemoryPolicy;
   tier_multipliers: Partial<Record<Tier, number>>;
 }
-
-/** What the cache is current with: content writes, and learning's use counts (which move rows' ranking in place). */
-const freshnessOf = (brain: Pick<repo.BrainRow, 'write_seq' | 'usage_seq'>) => `${brain.write_seq}/${brain.usage_seq}`;
 
 function kindOf(opened: OpenedBrain, entryClass: string, type: string | null, mount: string | null): number {
   const at = opened.kinds.findIndex((kind) => kind.class === entryClass && kind.type === type && kind.mount === mount);
