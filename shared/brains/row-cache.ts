@@ -86,12 +86,16 @@ export class RowCache<Row> {
     return this.owners.get(owner)?.rows.size ?? 0;
   }
 
-  /** Rows not kept yet are added; a row kept stays, since it may be newer than the one read. */
-  private add(owner: string, kept: Map<string, Row>, rows: Map<string, Row>): void {
+  /**
+   * Rows not kept yet are added. A row kept stays, since it may be newer than one read by id or by
+   * a fill page, unless `replace` (a catch-up's rows, read after the stamp they bring it to).
+   */
+  private add(owner: string, kept: Map<string, Row>, rows: Map<string, Row>, replace = false): void {
     for (const [id, row] of rows) {
-      if (kept.has(id)) continue;
+      const known = kept.has(id);
+      if (known && !replace) continue;
       kept.set(id, row);
-      this.size += 1;
+      if (!known) this.size += 1;
     }
     this.trim(owner);
   }
@@ -128,12 +132,8 @@ export class RowCache<Row> {
     try {
       const changed = await source.changedSince(known.stamp);
       if (this.owners.get(owner) !== known) return;
-      for (const [id, row] of changed) {
-        if (!known.rows.has(id)) this.size += 1;
-        known.rows.set(id, row);
-      }
       known.stamp = stamp;
-      this.trim(owner);
+      this.add(owner, known.rows, changed, true);
     } catch {
       if (this.owners.get(owner) === known) {
         this.owners.delete(owner);
