@@ -467,6 +467,26 @@ describe('recall', () => {
     expect(Math.min(...echoes.map((hit: any) => hit.factors.cosine))).toBeGreaterThan(found[0].factors.cosine);
   });
 
+  it('draws on while fewer rows than top_k pass the filters: an open place takes any row that scores', async () => {
+    // 80 near copies of the question fill the first draw (64 rows); the one reference lies past them.
+    const brain = await newBrain({ memory_policy: { type_taxonomy: [{ type: 'echo', tier: 'C', weight: 0.5 }] } });
+    const entries = [
+      ...Array.from({ length: 80 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again by team ${i % 30}, ticket ${i}.` })),
+      { entry_id: 'answer', body: 'The platform team rotates database credentials every ninety days.' },
+    ];
+    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    await gateway.platform.db.query(`ANALYZE ${partitionOf(brain.id)}`);
+    const query = 'How often are the database credentials rotated?';
+
+    const references = (await recall(brain.id, { query, classes: ['reference'], explain: true })).body.data;
+    expect(ids(references)).toEqual(['answer']);
+    const echoes = (await recall(brain.id, { query, types: ['echo'], top_k: 100 })).body.data;
+    expect(echoes).toHaveLength(80);
+    // The premise: every echo is nearer the question than the reference is.
+    const echoCosines = (await recall(brain.id, { query, types: ['echo'], top_k: 100, explain: true })).body.data.map((hit: any) => hit.factors.cosine);
+    expect(Math.min(...echoCosines)).toBeGreaterThan(references[0].factors.cosine);
+  });
+
   it('sees the scope and its ancestors; inherit false the leaf alone; subtree also below, marked explore', async () => {
     const atRoot = ids((await recall(brainId, { query: 'password reset', top_k: 20 })).body.data);
     expect(atRoot).not.toContain('team-pw');

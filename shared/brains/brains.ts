@@ -100,7 +100,17 @@ export async function deleteBrain(platform: BrainServices, developerId: string, 
 
 /** A brain of this developer, or 404 (another tenant's id looks exactly like an unknown one). */
 export async function brainOf(q: Queryable, developerId: string, id: string, lock?: 'update'): Promise<repo.BrainRow> {
-  const brain = /^brn_[0-9A-Za-z]{24}$/.test(id) ? await repo.findBrain(q, developerId, id, lock) : undefined;
+  return found(BRAIN_ID.test(id) ? await repo.findBrain(q, developerId, id, lock) : undefined);
+}
+
+/** brainOf for a recall: the row, and whether the brain has any entity (repo.findRecalledBrain). */
+export async function recalledBrainOf(q: Queryable, developerId: string, id: string): Promise<repo.BrainRow & { has_entities: boolean }> {
+  return found(BRAIN_ID.test(id) ? await repo.findRecalledBrain(q, developerId, id) : undefined);
+}
+
+const BRAIN_ID = /^brn_[0-9A-Za-z]{24}$/;
+
+function found<Row>(brain: Row | undefined): Row {
   if (!brain) throw serviceError('not_found', { message: 'No such brain.' });
   return brain;
 }

@@ -1,9 +1,9 @@
 import type { z } from 'zod';
 import type { MeteredCall } from '../billing/metered-call.js';
 import type { GatewayServices } from '../composition/gateway.js';
-import { compositeRank, graphFactor, type CompositeFactors } from '../scoring/composite.js';
+import { compositeFactors, graphFactor, type CompositeFactors } from '../scoring/composite.js';
 import { openText, openVectorInto, type StoreKeys } from '../vector-stores/crypto.js';
-import { brainKeys, brainOf } from './brains.js';
+import { brainKeys, recalledBrainOf } from './brains.js';
 import { chunkAad, vectorAad } from './aad.js';
 import { queryGraph } from './entities.js';
 import { embedQuery, type RetriedRecall } from './entries.js';
@@ -38,7 +38,7 @@ export const nextDraw = (size: number, beam: number) => (size < beam ? beam : si
 
 /** `retried`: a recall inside work that retries and reports its cost (a learn pass); see embedQuery. */
 export async function recall(platform: GatewayServices, developerId: string, call: MeteredCall, brainId: string, body: z.output<typeof recallBody>, retried?: RetriedRecall) {
-  const brain = await brainOf(platform.db, developerId, brainId);
+  const brain = await recalledBrainOf(platform.db, developerId, brainId);
   const topK = Math.min(body.top_k ?? DEFAULT_TOP_K, MAX_TOP_K);
   const asOf = body.as_of ? new Date(body.as_of) : null;
   const explainMisses = body.explain_misses === true && asOf === null;
@@ -55,7 +55,8 @@ export async function recall(platform: GatewayServices, developerId: string, cal
   // searches open once the query and the mounts are known; the entities are awaited where the
   // first draw is scored (their lookup often ended after the embedding, and held the searches).
   const mountsRead = mountsForRecall(platform, brain.id);
-  const graphsRead = Promise.all([queryGraph(platform.db, brain.id, filter, body.query), mountsRead]).then(([native, mounts]) =>
+  const nativeGraph = brain.has_entities ? queryGraph(platform.db, brain.id, filter, body.query) : null;
+  const graphsRead = Promise.all([nativeGraph, mountsRead]).then(([native, mounts]) =>
     mounts.length === 0 ? { store: native, ofVersion: () => null } : mountedGraphs(platform, native, mounts, filter, body.query),
   );
   // Awaited below, where a failure is thrown; this only keeps it from counting as unhandled meanwhile.
@@ -107,15 +108,14 @@ export async function recall(platform: GatewayServices, developerId: string, cal
         const referenceRows = references.flatMap((source) => source.drawn!.rows).filter((row) => !scoredByKey.has(candidateKey(row)));
         for (const item of score(versions, brain, nativeRows, referenceRows, materialized, now, await graphsRead)) scoredByKey.set(candidateKey(item), item);
         const scored = [...scoredByKey.values()];
-        const kept = scored.filter((item) => passesFilters(item.entry)).map((item) => item.factors.score).sort((a, b) => b - a);
-        const last = kept.length >= places ? kept[places - 1]! : Number.POSITIVE_INFINITY;
+        const last = lastPlaceScore(scored, places, passesFilters);
         // A source is done when it ran out, or when nothing it has not given yet can beat the last place kept (which
         // only rises as more is drawn): drawn by composite (a strict brain's current chunks), the composite of its
         // last row; drawn by cosine, that row's cosine times the source's ceiling. One drawn to MAX_DRAW stops there.
         own.done ||=
           own.rows.length < own.size ||
           own.size >= MAX_DRAW ||
-          (strict && !strictHistory ? kept.length >= places && last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0) * nativeCeiling);
+          (strict && !strictHistory ? last >= lastComposite(scored) : last >= (own.rows.at(-1)?.cosine ?? 0) * nativeCeiling);
         for (const source of references) source.done ||= source.drawn!.drawn < source.size || source.size >= MAX_DRAW || last >= source.drawn!.lastCosine * source.cursor.ceiling;
         if (own.done && references.every((source) => source.done)) return scored;
         for (const source of [own, ...references]) if (!source.done) source.size = nextDraw(source.size, source.beam);
@@ -225,7 +225,9 @@ export function ancestorsOf(scope: string): string[] {
 }
 
 const isBelow = (scope: string, parent: string) => (parent === '/' ? scope !== '/' : scope.startsWith(`${parent}/`));
-const byScore = (a: Scored, b: Scored) => b.factors.score - a.factors.score || a.candidate.entry_id.localeCompare(b.candidate.entry_id) || a.candidate.chunk_index - b.candidate.chunk_index;
+/** Best score first, then by entry and chunk; compared, not subtracted: a difference of scores is a double, boxed on the heap at each comparison. */
+const byScore = (a: Scored, b: Scored) =>
+  a.factors.score !== b.factors.score ? (a.factors.score < b.factors.score ? 1 : -1) : a.candidate.entry_id.localeCompare(b.candidate.entry_id) || a.candidate.chunk_index - b.candidate.chunk_index;
 const round = (value: number) => Math.round(value * 1e6) / 1e6;
 const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.entries(factors).map(([key, value]) => [key, round(value)]));
 
@@ -235,7 +237,9 @@ const roundFactors = (factors: CompositeFactors) => Object.fromEntries(Object.en
  * version's frozen taxonomy and multipliers, without recency or usage. It is a few multiplications
  * a candidate, so it runs here: handing a draw to the CPU pool copied the candidates to a thread
  * and their factors back, 0.68 ms for 64 candidates and 15.4 ms for 4,096 against 0.13 and 0.49
- * ms computed in place (measured on 2 cores), and the copying held the event loop too. `versions`
+ * ms computed in place (measured on 2 cores), and the copying held the event loop too. One object
+ * a candidate (its factors aside): a draw's intermediate arrays were a fifth of what a recall
+ * allocated, and every young-generation collection a pause of the recall it lands in. `versions`
  * holds the entry version of every native candidate (read as each draw came in).
  */
 function score(
@@ -247,26 +251,41 @@ function score(
   now: number,
   graphs: MountedGraphs,
 ): Scored[] {
-  const rows: Omit<Scored, 'factors' | 'droppedBy'>[] = [
-    ...native.map((candidate) => {
-      const entry = versions.get(String(candidate.version_id))!;
-      const mount = entry.source_mount_id ? (materialized.get(entry.source_mount_id) ?? null) : null;
-      return { candidate, entry, mount, packEntryId: mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null };
-    }),
-    ...fromReferences,
-  ];
-  const factors = compositeRank({
-    now,
-    candidates: rows.map(({ candidate, entry, mount }) => {
-      // A reference mount's live row goes by its version's graph; the brain's own rows (materialized ones too) by the store's.
-      const graph = mount?.mode === 'reference' ? graphs.ofVersion(mount.version_id) : graphs.store;
-      if (mount) return { cosine: candidate.cosine, tierWeight: frozenTierWeight(mount, entry.class, entry.type), halfLifeDays: null, anchorAt: 0, useCount: 0, fixedRecencyAndUsage: true, graph: graphFactor(graph, entry.entry_id) };
-      const ranking = rankingOf(brain.memory_policy, entry.class, entry.type);
-      const anchor = ranking.anchor === 'created' ? entry.created_at : ranking.anchor === 'updated' ? entry.updated_at : (entry.last_used ?? entry.updated_at);
-      return { cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph: graphFactor(graphs.store, entry.entry_id) };
-    }),
-  });
-  return rows.map(({ candidate, entry, mount, packEntryId }, i) => ({ candidate, entry, mount, packEntryId, factors: factors[i]!, droppedBy: null }));
+  const scored: Scored[] = [];
+  for (const candidate of native) {
+    const entry = versions.get(String(candidate.version_id))!;
+    const mount = entry.source_mount_id ? (materialized.get(entry.source_mount_id) ?? null) : null;
+    scored.push(scoredRow(candidate, entry, mount, mount ? packEntryIdOf(mount.mount_id, entry.entry_id) : null, brain, now, graphs));
+  }
+  for (const row of fromReferences) scored.push(scoredRow(row.candidate, row.entry, row.mount, row.packEntryId, brain, now, graphs));
+  return scored;
+}
+
+function scoredRow(candidate: repo.ChunkCandidate, entry: repo.RankedVersion, mount: RecallMount | null, packEntryId: string | null, brain: repo.BrainRow, now: number, graphs: MountedGraphs): Scored {
+  // A reference mount's live row goes by its version's graph; the brain's own rows (materialized ones too) by the store's.
+  const graph = graphFactor(mount?.mode === 'reference' ? graphs.ofVersion(mount.version_id) : graphs.store, entry.entry_id);
+  let factors: CompositeFactors;
+  if (mount) {
+    factors = compositeFactors({ cosine: candidate.cosine, tierWeight: frozenTierWeight(mount, entry.class, entry.type), halfLifeDays: null, anchorAt: 0, useCount: 0, fixedRecencyAndUsage: true, graph }, now);
+  } else {
+    const ranking = rankingOf(brain.memory_policy, entry.class, entry.type);
+    const anchor = ranking.anchor === 'created' ? entry.created_at : ranking.anchor === 'updated' ? entry.updated_at : (entry.last_used ?? entry.updated_at);
+    factors = compositeFactors({ cosine: candidate.cosine, tierWeight: tunedWeight(brain, ranking.tier, ranking.weight), halfLifeDays: ranking.halfLifeDays, anchorAt: anchor.getTime(), useCount: entry.use_count, graph }, now);
+  }
+  return { candidate, entry, mount, packEntryId, factors, droppedBy: null };
+}
+
+/**
+ * The score a row must beat to take a place: the `places`-th best of the items that pass the
+ * filters, or 0 while fewer pass (an open place takes any row that scores; one that scores 0 is
+ * no match). Sorted as numbers in place, without a comparator.
+ */
+function lastPlaceScore(items: Scored[], places: number, passes: (entry: repo.RankedVersion) => boolean): number {
+  const scores = new Float64Array(items.length);
+  let passing = 0;
+  for (const item of items) if (passes(item.entry)) scores[passing++] = item.factors.score;
+  if (passing < places) return 0;
+  return scores.subarray(0, passing).sort()[passing - places]!;
 }
 
 /** A row's identity within one recall: a reference mount's by its mount and pack entry, any other by its chunk's version. */

@@ -75,16 +75,6 @@ export function compositeFactors(candidate: CompositeCandidate, now: number): Co
   return { cosine, tier_weight: candidate.tierWeight, recency: r, usage: u, graph, score: cosine * candidate.tierWeight * r * u * graph };
 }
 
-export interface CompositeRankInput {
-  candidates: CompositeCandidate[];
-  now: number;
-}
-
-/** Every candidate's factors, in input order (the caller sorts and filters, keeping its own order of drops). */
-export function compositeRank({ candidates, now }: CompositeRankInput): CompositeFactors[] {
-  return candidates.map((candidate) => compositeFactors(candidate, now));
-}
-
 /**
  * A strict brain's recall in one pass over its opened vectors: every allowed row's composite,
  * the `k` best kept. Rows carry a kind (class and type, whose weight, half-life and decay anchor
