@@ -190,6 +190,19 @@ describe('recall', () => {
 
   const ids = (hits: { entry_id: string }[]) => hits.map((hit) => hit.entry_id);
 
+  const CREDENTIALS_QUESTION = 'How often are the database credentials rotated?';
+  const byTeam = (i: number) => `Asked again by team ${i % 30}, ticket ${i}.`;
+  /** A brain of `count` near copies of the question (memories of type echo, `asked` telling them apart) and one answer further off (`answer`'s class and type), written 20 at a time. */
+  async function echoBrain(taxonomy: object[], count: number, asked: (i: number) => string, answer: { class?: string; type?: string }) {
+    const brain = await newBrain({ memory_policy: { type_taxonomy: taxonomy } });
+    const entries = [
+      ...Array.from({ length: count }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `${CREDENTIALS_QUESTION} ${asked(i)}` })),
+      { entry_id: 'answer', ...answer, body: 'The platform team rotates database credentials every ninety days.' },
+    ];
+    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    return brain;
+  }
+
   it('ranks the related entry first with a composite score in [0, 1], and never changes use_count', async () => {
     const res = await recall(brainId, { query: 'how do I reset my password', explain: true });
     expect(res.status).toBe(200);
@@ -426,19 +439,14 @@ describe('recall', () => {
     // 300 near copies of the question at a weight of 0.02 fill the first draw (256) with composites
     // far below the answer's, which sits only just past them by cosine.
     const taxonomy = [{ type: 'echo', tier: 'C', weight: 0.02 }, { type: 'decision', tier: 'A', weight: 1 }];
-    const brain = await newBrain({ memory_policy: { type_taxonomy: taxonomy } });
-    const entries = [
-      ...Array.from({ length: 300 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again, time ${i}.` })),
-      { entry_id: 'answer', class: 'memory', type: 'decision', body: 'The platform team rotates database credentials every ninety days.' },
-    ];
-    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    const brain = await echoBrain(taxonomy, 300, (i) => `Asked again, time ${i}.`, { class: 'memory', type: 'decision' });
     // Statistics make it a small space, searched with the narrow beam and a first draw of 64 (else autovacuum decides when).
     await gateway.platform.db.query(`ANALYZE ${partitionOf(brain.id)}`);
 
-    const found = (await recall(brain.id, { query: 'How often are the database credentials rotated?', explain: true })).body.data;
+    const found = (await recall(brain.id, { query: CREDENTIALS_QUESTION, explain: true })).body.data;
     expect(found[0].entry_id).toBe('answer');
     expect(found).toHaveLength(8);
-    const cosines = (await recall(brain.id, { query: 'How often are the database credentials rotated?', top_k: 100, explain: true, types: ['echo'] })).body.data.map((hit: any) => hit.factors.cosine);
+    const cosines = (await recall(brain.id, { query: CREDENTIALS_QUESTION, top_k: 100, explain: true, types: ['echo'] })).body.data.map((hit: any) => hit.factors.cosine);
     // The premise: every echo is nearer the question than the answer is.
     expect(Math.min(...cosines)).toBeGreaterThan(found[0].factors.cosine);
   }, 60_000);
@@ -448,35 +456,25 @@ describe('recall', () => {
     // cosines falling from 0.67 to 0.57). The answer is a reference (tier A, tuned to 0.8): a ceiling
     // taken from the memory types alone (0.014) would let the first draw's 8th place end the search
     // (0.633 x 0.014 beats the 64th's 0.618 x 0.014) before reaching it.
-    const brain = await newBrain({ memory_policy: { type_taxonomy: [{ type: 'echo', tier: 'C', weight: 0.02 }] } });
-    const entries = [
-      ...Array.from({ length: 150 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again by team ${i % 30}, ticket ${i}.` })),
-      { entry_id: 'answer', body: 'The platform team rotates database credentials every ninety days.' },
-    ];
-    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    const brain = await echoBrain([{ type: 'echo', tier: 'C', weight: 0.02 }], 150, byTeam, {});
     const db = gateway.platform.db;
     await db.query(`UPDATE brains SET tier_multipliers = '{"A": 0.8, "C": 0.7}' WHERE id = $1`, [brain.id]);
     await db.query(`UPDATE brain_entries SET use_count = 100000 WHERE brain_id = $1 AND type = 'echo'`, [brain.id]);
     await db.query(`ANALYZE ${partitionOf(brain.id)}`);
 
-    const found = (await recall(brain.id, { query: 'How often are the database credentials rotated?', explain: true })).body.data;
+    const found = (await recall(brain.id, { query: CREDENTIALS_QUESTION, explain: true })).body.data;
     expect(found[0]).toMatchObject({ entry_id: 'answer', factors: { tier_weight: 0.8 } });
     expect(found).toHaveLength(8);
-    const echoes = (await recall(brain.id, { query: 'How often are the database credentials rotated?', top_k: 100, explain: true, types: ['echo'] })).body.data;
+    const echoes = (await recall(brain.id, { query: CREDENTIALS_QUESTION, top_k: 100, explain: true, types: ['echo'] })).body.data;
     // The premise: every echo is nearer the question than the answer is.
     expect(Math.min(...echoes.map((hit: any) => hit.factors.cosine))).toBeGreaterThan(found[0].factors.cosine);
   });
 
   it('draws on while fewer rows than top_k pass the filters: an open place takes any row that scores', async () => {
     // 80 near copies of the question fill the first draw (64 rows); the one reference lies past them.
-    const brain = await newBrain({ memory_policy: { type_taxonomy: [{ type: 'echo', tier: 'C', weight: 0.5 }] } });
-    const entries = [
-      ...Array.from({ length: 80 }, (_, i) => ({ entry_id: `echo${i}`, class: 'memory', type: 'echo', body: `How often are the database credentials rotated? Asked again by team ${i % 30}, ticket ${i}.` })),
-      { entry_id: 'answer', body: 'The platform team rotates database credentials every ninety days.' },
-    ];
-    for (let at = 0; at < entries.length; at += 20) await Promise.all(entries.slice(at, at + 20).map((entry) => write(brain.id, entry)));
+    const brain = await echoBrain([{ type: 'echo', tier: 'C', weight: 0.5 }], 80, byTeam, {});
     await gateway.platform.db.query(`ANALYZE ${partitionOf(brain.id)}`);
-    const query = 'How often are the database credentials rotated?';
+    const query = CREDENTIALS_QUESTION;
 
     const references = (await recall(brain.id, { query, classes: ['reference'], explain: true })).body.data;
     expect(ids(references)).toEqual(['answer']);
