@@ -1,4 +1,4 @@
-import express, { type ErrorRequestHandler, type Express, type Router } from 'express';
+import { type ErrorRequestHandler, type Express, type Router } from 'express';
 import { Registry } from 'prom-client';
 import { MAX_ENTRY_REQUEST_BYTES } from '../shared/brains/entries.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
@@ -7,7 +7,7 @@ import { dashboardRoutes } from './dashboard/routes.js';
 import { readCredential } from './middleware/authenticate.js';
 import { errorHandler, notFound } from './middleware/errors.js';
 import { HttpMetrics } from './middleware/metrics.js';
-import { createBaseApp } from './middleware/base-app.js';
+import { createBaseApp, jsonBody } from './middleware/base-app.js';
 import { gatewayRoutes } from './routes/index.js';
 import { mountRoutes } from './route-table.js';
 
@@ -38,10 +38,10 @@ export function createGatewayApp(platform: GatewayServices, options: GatewayAppO
 
   // Brain entries carry bodies of up to 100 MB (spec 2): their JSON is read with room for escapes,
   // and one past even that is the spec's 413 entry_too_large.
-  app.use('/v1/brains', express.json({ limit: MAX_ENTRY_REQUEST_BYTES, type: ['application/json', 'application/*+json'] }), ((error, _req, _res, next) => {
+  app.use('/v1/brains', ...jsonBody(MAX_ENTRY_REQUEST_BYTES), ((error, _req, _res, next) => {
     next((error as { type?: string }).type === 'entity.too.large' ? serviceError('entry_too_large', { param: 'body' }) : error);
   }) as ErrorRequestHandler);
-  app.use(express.json({ limit: config.JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  app.use(jsonBody(config.JSON_BODY_LIMIT));
   app.use(readCredential);
 
   // Routers spell out full paths, so the matched pattern (the metrics label) is the whole route.

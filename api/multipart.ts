@@ -2,6 +2,13 @@ import busboy from 'busboy';
 import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import { serviceError } from '../shared/errors.js';
+import { declaresMoreThan } from './middleware/base-app.js';
+import { isStorableText } from '../shared/validation.js';
+
+const MAX_FIELDS = 32;
+const MAX_FIELD_BYTES = 64 * 1024;
+/** What the text fields and the parts' headers and boundaries can add to the file's bytes. */
+const MAX_FIELDS_BYTES = MAX_FIELDS * (MAX_FIELD_BYTES + 1024);
 
 /** What readMultipartStreaming hands back: the text fields, and what `storeFile` made of the file part. */
 export interface StreamedMultipart<T> {
@@ -27,11 +34,16 @@ export interface StreamingOptions<T> {
  */
 export function readMultipartStreaming<T>(req: Request, options: StreamingOptions<T>, discard: (stored: T) => Promise<void>): Promise<StreamedMultipart<T>> {
   if (!req.is('multipart/form-data')) return Promise.reject(serviceError('invalid_multipart'));
+  if (declaresMoreThan(req, options.maxFileBytes + MAX_FIELDS_BYTES)) {
+    // Refused before a byte is read, as jsonBody refuses a lying Content-Length; the rest is never read, so the connection ends.
+    req.res?.setHeader('Connection', 'close');
+    return Promise.reject(serviceError('request_too_large', { message: `The upload is larger than ${options.maxFileBytes} bytes.` }));
+  }
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
       // One byte over the limit, so a file of exactly maxFileBytes passes (busboy flags a file that reaches its limit).
-      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: options.maxFileBytes + 1, fields: 32, fieldSize: 64 * 1024 } });
+      parser = busboy({ headers: req.headers, limits: { files: 1, fileSize: options.maxFileBytes + 1, fields: MAX_FIELDS, fieldSize: MAX_FIELD_BYTES } });
     } catch {
       reject(serviceError('invalid_multipart'));
       return;
@@ -55,7 +67,8 @@ export function readMultipartStreaming<T>(req: Request, options: StreamingOption
     };
     parser.on('field', (name, value) => {
       if (name === 'file') body.fileWithoutName = true;
-      body.fields[name] = value;
+      // An own property even for "__proto__", so the schema sees (and refuses) it as the field it is.
+      Object.defineProperty(body.fields, name, { value, enumerable: true, writable: true, configurable: true });
       try {
         options.checkField?.(name, value);
       } catch (error) {
@@ -65,6 +78,12 @@ export function readMultipartStreaming<T>(req: Request, options: StreamingOption
     parser.on('file', (name, stream, info) => {
       if (name !== 'file' || storing || failed) {
         stream.resume();
+        return;
+      }
+      // Both are stored with the file: held to the text rule of request input (shared/validation.ts).
+      if (!isStorableText(info.filename ?? '') || !isStorableText(info.mimeType)) {
+        stream.resume();
+        fail(serviceError('invalid_request', { param: 'file', message: "The file part's filename or content type holds a NUL character or is not Unicode text." }));
         return;
       }
       if (!info.filename) {

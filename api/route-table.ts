@@ -5,9 +5,10 @@ import type { ClientTokenScope } from '../shared/accounts/authenticate.js';
 import type { DeveloperScope } from '../shared/accounts/scopes.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { ServiceError, serviceError, type ErrorCode } from '../shared/errors.js';
-import { parseBody, parseWith } from '../shared/validation.js';
+import { assertStorableInput, parseBody, parseWith } from '../shared/validation.js';
 import { requireDeveloperKey, requireProvisioningKey } from './middleware/authenticate.js';
 import { meteredCall } from './middleware/metered-call.js';
+import { storableInput } from './middleware/storable-input.js';
 import { readMultipartStreaming } from './multipart.js';
 
 /**
@@ -122,15 +123,19 @@ export function paramsSchemaOf(path: string): z.ZodObject {
   return z.object(Object.fromEntries([...path.matchAll(/:(\w+)/g)].map(([, name]) => [name!, z.string().min(1)])));
 }
 
-/** A router of the table: each route's access check (authentication, scope, rate limits), then its handler. */
+/**
+ * A router of the table: each route's input held to the text rule, then its access check
+ * (authentication, scope, rate limits), then its handler.
+ */
 export function mountRoutes(platform: GatewayServices, definitions: readonly RouteDefinition[]): Router {
   const router = Router();
   for (const definition of definitions) {
     const access = accessCheck(platform, definition.access);
-    router[definition.method](definition.path, ...(access ? [access] : []), handlerOf(definition));
+    router[definition.method](definition.path, storableInput, ...(access ? [access] : []), handlerOf(definition));
   }
   return router;
 }
+
 
 /** Authentication and scope ran before this; then parse the input, then the one domain call. */
 function handlerOf(definition: RouteDefinition): RequestHandler {
@@ -163,7 +168,9 @@ async function readForm(req: Request, fields: z.ZodType | undefined, upload: Upl
   const form = await readMultipartStreaming(req, {
     maxFileBytes: upload.maxBytes,
     checkField: (name, value) => {
-      if (shape[name]) parseWith(shape[name], value, [name]);
+      assertStorableInput(value, [name]);
+      // Own fields only: a field named __proto__ or constructor is not in the schema, whatever Object.prototype holds.
+      if (Object.hasOwn(shape, name)) parseWith(shape[name]!, value, [name]);
     },
     storeFile: upload.store,
   }, discard);

@@ -58,6 +58,7 @@ const CATALOG = {
     message: 'The request body encoding or charset is not supported; send UTF-8 JSON.',
   },
   not_found: { status: 404, type: 'not_found_error', message: 'No such resource.' },
+  concurrent_change: { status: 409, type: 'conflict_error', message: 'Another request changed the same resource at the same moment; read it again and retry.' },
 
   origin_not_allowed: { status: 403, type: 'permission_error', message: 'The Origin header is missing or not in this client token\'s allowlist.' },
   ip_binding_violation: { status: 403, type: 'permission_error', message: 'This client token is bound to another IP address.' },
@@ -261,6 +262,7 @@ const CATALOG = {
 
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
+  service_unavailable: { status: 503, type: 'api_error', message: 'A service this request needs is unavailable for the moment. Retry after the Retry-After seconds.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof CATALOG;
@@ -286,7 +288,7 @@ export class ServiceError extends Error {
 
   constructor(code: ErrorCode, details: ErrorDetails = {}) {
     const spec: ErrorSpec = CATALOG[code];
-    super(details.message ?? spec.message);
+    super(boundedMessage(details.message ?? spec.message));
     this.name = 'ServiceError';
     this.status = spec.status;
     this.type = spec.type;
@@ -294,6 +296,13 @@ export class ServiceError extends Error {
     this.param = details.param;
     this.retryAfterSeconds = details.retryAfterSeconds;
   }
+}
+
+/** The longest error message sent: one that quotes the caller's input (a 2 MB model name) quotes its start. */
+export const MAX_ERROR_MESSAGE_CHARS = 1_000;
+
+export function boundedMessage(message: string): string {
+  return message.length <= MAX_ERROR_MESSAGE_CHARS ? message : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`;
 }
 
 export function serviceError(code: ErrorCode, details?: ErrorDetails): ServiceError {

@@ -68,6 +68,69 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.outp
   return parseWith(schema, body);
 }
 
+/**
+ * Integers: PostgreSQL's `integer` is the narrowest column a request integer reaches, so every
+ * integer a request carries is bounded by it (`z.int32()`; from a query string, `.max(INT32_MAX)`),
+ * and test/input-bounds.test.ts holds every route's schemas to that. A value past it is the field's
+ * own 400, never PostgreSQL's "out of range for type integer".
+ */
+export const INT32_MAX = 2_147_483_647;
+
+/**
+ * An instant as a request sends it (ISO 8601 with an offset), within the years PostgreSQL and
+ * JavaScript both read the same way: 0001-01-01 to 9999-12-31 UTC. Year 0000 parses in JavaScript
+ * but not in PostgreSQL, and a year past 9999 has no four-digit form.
+ */
+export const instant = () =>
+  z.iso.datetime({ offset: true }).refine((value) => {
+    const time = Date.parse(value);
+    return time >= EARLIEST_INSTANT && time <= LATEST_INSTANT;
+  }, 'an instant from 0001-01-01 to 9999-12-31 UTC');
+const EARLIEST_INSTANT = new Date('0001-01-01T00:00:00Z').getTime();
+const LATEST_INSTANT = new Date('9999-12-31T23:59:59.999Z').getTime();
+
+/** How deep a request's JSON may nest: deeper than any API shape here, shallow enough for every recursive reader. */
+export const MAX_INPUT_DEPTH = 64;
+
+/**
+ * The text rule of both servers, applied where request input becomes domain input (each server's
+ * route builder, before authentication reads anything): every string, and every object key, must be
+ * Unicode text PostgreSQL can store as sent. NUL (U+0000) is refused, since text and jsonb cannot
+ * hold it; so is a lone UTF-16 surrogate (`\ud800` in JSON), which is not text and would be stored
+ * as U+FFFD, silently changed. Nothing is stripped: a caller's text is kept exactly or refused with
+ * 400 naming the field. Other control characters are text and pass. Nesting deeper than
+ * MAX_INPUT_DEPTH is refused too. Bytes (a raw body read as a Buffer) are not text and pass. `at` is
+where the input sits in the request, for `param`.
+ */
+export function assertStorableInput(input: unknown, at: readonly PropertyKey[] = []): void {
+  const pending: Array<{ value: unknown; path: readonly PropertyKey[] }> = [{ value: input, path: at }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { value, path } = next;
+    if (typeof value === 'string') {
+      if (!isStorableText(value)) throw unstorable(path, value);
+    } else if (value !== null && typeof value === 'object' && !ArrayBuffer.isView(value)) {
+      if (path.length - at.length >= MAX_INPUT_DEPTH) throw serviceError('invalid_request', { ...paramOf(path), message: `${nameOf(path)} nests deeper than ${MAX_INPUT_DEPTH} levels.` });
+      if (Array.isArray(value)) value.forEach((item, index) => pending.push({ value: item, path: [...path, index] }));
+      else
+        for (const [key, item] of Object.entries(value)) {
+          if (!isStorableText(key)) throw unstorable(path, key, 'a key');
+          pending.push({ value: item, path: [...path, key] });
+        }
+    }
+  }
+}
+
+/** A string PostgreSQL stores as sent: well-formed UTF-16 (so valid UTF-8 once encoded) without NUL. */
+export const isStorableText = (value: string): boolean => value.isWellFormed() && !value.includes('\0');
+
+function unstorable(path: readonly PropertyKey[], value: string, what = 'text'): ServiceError {
+  const problem = value.includes('\0') ? 'a NUL character (U+0000)' : 'a lone UTF-16 surrogate (not Unicode text)';
+  return serviceError('invalid_request', { ...paramOf(path), message: `${nameOf(path)} holds ${what === 'text' ? '' : `${what} with `}${problem}, which this API does not store.` });
+}
+
+const paramOf = (path: readonly PropertyKey[]) => (path.length > 0 ? { param: path.map(String).join('.') } : {});
+const nameOf = (path: readonly PropertyKey[]) => (path.length > 0 ? path.map(String).join('.') : 'The request body');
+
 /** The most specific error code registered on the schemas the path runs through, and how deep along the path. */
 function codeAlong(schema: z.ZodType, path: PropertyKey[]): { code: ErrorCode; depth: number } | undefined {
   let current: z.ZodType | undefined = schema;

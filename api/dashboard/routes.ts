@@ -1,4 +1,4 @@
-import express, { Router, type RequestHandler, type Response } from 'express';
+import { Router, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
 import { createApiKey, listApiKeys, revokeApiKey } from '../../shared/accounts/accounts.js';
 import { DEVELOPER_SCOPES } from '../../shared/accounts/scopes.js';
@@ -6,6 +6,8 @@ import { findSessionAccount, SESSION_LIFETIME_MS, signIn, signOut, type SessionA
 import type { Db } from '../../shared/db/pool.js';
 import { serviceError } from '../../shared/errors.js';
 import type { GatewayServices } from '../../shared/composition/gateway.js';
+import { formBody } from '../middleware/base-app.js';
+import { storableInput } from '../middleware/storable-input.js';
 import { readCookie, sameOriginWrites, sendPage } from '../browser.js';
 import { apiKeysPage, DASHBOARD_CSP, loginPage, type KeyDraft } from './pages.js';
 
@@ -53,7 +55,7 @@ export function dashboardRoutes({ db, config }: GatewayServices): Router {
   const signedIn = requireSession(db);
 
   // Forms are urlencoded; only the dashboard parses them. The Origin check runs before the body is read.
-  router.use('/app', dashboardHeaders, sameOriginWrites(config.PUBLIC_BASE_URL, () => serviceError('dashboard_origin_mismatch')), express.urlencoded({ extended: false, limit: '16kb' }));
+  router.use('/app', dashboardHeaders, sameOriginWrites(config.PUBLIC_BASE_URL, () => serviceError('dashboard_origin_mismatch')), formBody(16 * 1024), storableInput);
 
   router.get('/app', (_req, res) => res.redirect(303, KEYS_PATH));
 
@@ -93,7 +95,7 @@ export function dashboardRoutes({ db, config }: GatewayServices): Router {
     sendPage(res, 200, apiKeysPage({ account, keys: await listApiKeys(db, account.accountId), created }));
   });
 
-  router.post('/app/api-keys/:id/revoke', signedIn, async (req, res) => {
+  router.post('/app/api-keys/:id/revoke', storableInput, signedIn, async (req, res) => {
     await revokeApiKey(db, sessionAccountOf(res).accountId, String(req.params.id));
     res.redirect(303, KEYS_PATH);
   });

@@ -1,6 +1,6 @@
 import express, { type Express } from 'express';
 import type { HiveServices } from '../../shared/composition/hive.js';
-import { createBaseApp } from '../middleware/base-app.js';
+import { createBaseApp, jsonBody, refuseDeclaredPast } from '../middleware/base-app.js';
 import { dashboardRouter } from './dashboard/routes.js';
 import { errorHandler, notFound } from './errors.js';
 import { mountHiveRoutes, type HiveRouteDefinition } from './route-table.js';
@@ -34,8 +34,8 @@ export function createHiveApp(hive: HiveServices): Express {
   const { config, logger } = hive;
   const app = createBaseApp(config, logger);
   // Stripe signs the exact bytes it sends: its webhook's body is read raw, before the JSON parser could.
-  app.use(STRIPE_WEBHOOK_PATH, express.raw({ limit: config.HIVE_JSON_BODY_LIMIT, type: () => true }));
-  app.use(express.json({ limit: config.HIVE_JSON_BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+  app.use(STRIPE_WEBHOOK_PATH, refuseDeclaredPast(config.HIVE_JSON_BODY_LIMIT, () => true), express.raw({ limit: config.HIVE_JSON_BODY_LIMIT, type: () => true }));
+  app.use(jsonBody(config.HIVE_JSON_BODY_LIMIT));
 
   // The browser dashboard: cookie sessions, urlencoded forms and pages for its refusals (its own router).
   app.use(dashboardRouter(hive));

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { HiveServices } from '../../shared/composition/hive.js';
 import { authenticate, type HiveCredential } from '../../shared/hive/access.js';
 import { parseBody } from '../../shared/validation.js';
+import { assertStorableRequest } from '../middleware/storable-input.js';
 
 /**
  * The hive's one route table, as the gateway's (api/route-table.ts): each route is data (method,
@@ -34,6 +35,7 @@ export function mountHiveRoutes(hive: HiveServices, definitions: readonly HiveRo
 
 function handlerOf(hive: HiveServices, definition: HiveRouteDefinition): RequestHandler {
   return async (req, res) => {
+    assertStorableRequest(req);
     // Public routes get no credential; their handlers never read it.
     const credential = definition.access === 'credential' ? await authenticate(hive.db, req.headers.authorization) : (undefined as unknown as HiveCredential);
     const body = definition.body ? parseBody(definition.body, req.body ?? {}) : undefined;

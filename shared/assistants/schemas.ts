@@ -80,7 +80,7 @@ export const threadUpdateBody = z.strictObject({ tool_resources: toolResources.o
 export const messageListQuery = listQuery.extend({ run_id: z.string().optional() });
 
 const truncationStrategy = z
-  .strictObject({ type: z.enum(['auto', 'last_messages']), last_messages: z.number().int().min(1).nullable().optional() })
+  .strictObject({ type: z.enum(['auto', 'last_messages']), last_messages: z.int32().min(1).nullable().optional() })
   .nullable();
 
 const runFields = {
@@ -94,8 +94,8 @@ const runFields = {
   temperature: temperature.optional(),
   top_p: topP.optional(),
   stream: z.boolean().nullable().optional(),
-  max_prompt_tokens: z.number().int().min(256).nullable().optional(),
-  max_completion_tokens: z.number().int().min(16).nullable().optional(),
+  max_prompt_tokens: z.int32().min(256).nullable().optional(),
+  max_completion_tokens: z.int32().min(16).nullable().optional(),
   truncation_strategy: truncationStrategy.optional(),
   tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.string(), function: z.object({ name: z.string() }).optional() })]).nullable().optional(),
   parallel_tool_calls: z.boolean().optional(),

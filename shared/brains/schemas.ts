@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { withErrorCode } from '../validation.js';
+import { INT32_MAX, instant, withErrorCode } from '../validation.js';
 import { memoryPolicyPatch } from './policy.js';
 
 /** Request shapes of /v1/brains (spec 2). Rules across fields and against the brain are checked by the domain. */
@@ -10,6 +10,9 @@ export const TRUST_LEVELS = ['high', 'low'] as const;
 /** A scope path: `/` or `/segment/segment...`, segments of letters, digits, `_`, `-` and `.`. */
 export const SCOPE_PATH = /^\/$|^(\/[A-Za-z0-9_.-]{1,128}){1,32}$/;
 export const scopePath = withErrorCode(z.string().max(1_024).regex(SCOPE_PATH, 'a path such as / or /team/project: segments of letters, digits, _, - and .'), 'invalid_brain_scope');
+
+/** An offset page's start, from the query string: it reaches SQL, so it is bounded as request integers are (shared/validation.ts). */
+const pageOffset = z.coerce.number().int().min(0).max(INT32_MAX).optional();
 
 export const createBrainBody = z.strictObject({
   name: z.string().trim().min(1).max(256),
@@ -26,7 +29,7 @@ export const updateBrainBody = z.strictObject({
 
 export const brainListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 const entryId = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : and -, up to 128 characters');
@@ -57,26 +60,26 @@ export const entryListQuery = z.strictObject({
   scope: scopePath.optional(),
   class: z.enum(ENTRY_CLASSES).optional(),
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 export const scopeListQuery = z.strictObject({
   scope: scopePath,
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 export const entityListQuery = z.strictObject({
   scope: scopePath.describe('Entities at or below this scope.'),
   name: z.string().min(1).max(256).optional().describe('Exact lookup, after normalisation (case, whitespace, leading article, possessive), by name or alias.'),
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 export const recallBody = z.strictObject({
   query: z.string().min(1).max(100_000),
   scope: scopePath.optional(),
-  top_k: z.number().int().min(1).optional().describe('Default 8; above 100 is clamped to 100.'),
+  top_k: z.int32().min(1).optional().describe('Default 8; above 100 is clamped to 100.'),
   min_score: z.number().min(0).max(1).optional(),
   classes: z.array(z.enum(ENTRY_CLASSES)).min(1).optional(),
   types: z.array(z.string().min(1).max(64)).min(1).max(64).optional(),
@@ -84,8 +87,8 @@ export const recallBody = z.strictObject({
   subtree: z.boolean().optional(),
   explain: z.boolean().optional(),
   explain_misses: z.boolean().optional(),
-  misses_top_k: z.number().int().min(1).optional().describe('Default top_k; above 100 is clamped to 100.'),
-  as_of: z.iso.datetime({ offset: true }).optional(),
+  misses_top_k: z.int32().min(1).optional().describe('Default top_k; above 100 is clamped to 100.'),
+  as_of: instant().optional(),
   user: z.string().min(1).max(256).optional(),
 });
 
@@ -126,7 +129,7 @@ export const observeQuery = z.strictObject({ wait: z.enum(['true', 'false']).opt
 
 export const reviewListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 export const proposalDecisionBody = z.strictObject({
@@ -156,7 +159,7 @@ export const publishBody = z.strictObject({
 
 export const packListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).optional(),
+  offset: pageOffset,
 });
 
 export const grantBody = z.strictObject({
@@ -164,7 +167,7 @@ export const grantBody = z.strictObject({
 });
 
 export const MOUNT_MODES = ['reference', 'materialize'] as const;
-const mountVersion = withErrorCode(z.number().int().positive(), 'invalid_version');
+const mountVersion = withErrorCode(z.int32().positive(), 'invalid_version');
 const mountScope = z.string().max(1_024).regex(SCOPE_PATH);
 
 export const mountBody = z.strictObject({

@@ -23,6 +23,6 @@ export const sendMessageBody = z.strictObject({
   content: withErrorCode(z.string().min(1).max(100_000), 'invalid_messages'),
   instructions: z.string().max(100_000).optional().describe('A system message put before the history for this turn.'),
   temperature: z.number().min(0).max(2).optional(),
-  max_tokens: z.number().int().positive().optional(),
+  max_tokens: z.int32().positive().optional(),
   stream: z.boolean().optional().describe('Server-sent events: conversation.message.delta as the reply is generated, then conversation.message.completed.'),
 });

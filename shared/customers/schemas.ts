@@ -5,7 +5,7 @@ import { withErrorCode } from '../validation.js';
 /** Spec 1's customer fields, each with the code its validation failure carries; unknown fields are refused. */
 export const EXTERNAL_ID = z.string().min(1).max(256).regex(/^[\x20-\x7e]+$/, 'printable ASCII');
 const nonNegative = z.number().finite().min(0);
-const positiveInteger = z.number().int().positive().max(2_147_483_647);
+const positiveInteger = z.int32().positive();
 
 export const customerBody = z.strictObject({
   external_id: withErrorCode(EXTERNAL_ID.nullable(), 'invalid_external_id').optional(),

@@ -1,3 +1,5 @@
+import { boundedMessage } from '../errors.js';
+
 /**
  * The hive's one error shape (spec 3, "Errors"): `{"error": "<message>"}` with a status that means
  * what it says: 400 a request that does not parse, 401 no credential, 403 a credential without
@@ -11,7 +13,7 @@ export class HiveError extends Error {
     /** What a refusal reports beside its message (an erasure refused under a legal hold: what it would have done). */
     readonly detail?: Record<string, unknown>,
   ) {
-    super(message);
+    super(boundedMessage(message));
     this.name = 'HiveError';
   }
 }

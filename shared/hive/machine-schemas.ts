@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { instant } from '../validation.js';
 
 /** Request bodies of the machine routes (docs/hive.md, "Machines and the relay"). Unknown fields are refused. */
 const email = z.string().trim().toLowerCase().pipe(z.email()).refine((value) => value.length <= 254, 'at most 254 characters');
@@ -20,7 +21,7 @@ export const enrolApproveBody = z.strictObject({ request_id: requestId, name: ma
 export const machineRenewBody = z.strictObject({
   certificate: pem('CERTIFICATE'),
   csr,
-  signed_at: z.iso.datetime({ offset: true }),
+  signed_at: instant(),
   signature: z.string().min(1).max(2_048),
 });
 /** A machine by its id (`mch_…`) or its name. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { instant } from '../validation.js';
 import { ROLES } from './roles.js';
 
 /**
@@ -86,7 +87,7 @@ export const eventsBody = z.strictObject({
   kinds: z.array(z.string()).min(1).max(20).optional(),
   limit: z.number().int().min(1).max(200).default(50),
   /** Only events at or after this instant (ISO 8601). */
-  since: z.iso.datetime({ offset: true }).optional(),
+  since: instant().optional(),
 });
 
 /**
@@ -97,7 +98,6 @@ export function normaliseTitle(value: string): string {
   return value.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim().replace(/[\s.!?;:,]+$/u, '');
 }
 
-const instant = z.iso.datetime({ offset: true });
 const taskId = z.string().regex(/^tsk_[0-9A-Za-z]{24}$/, 'a task id (tsk_…)');
 const taskTitle = z.string().trim().min(1).max(300);
 const note = z.string().trim().min(1).max(2_000);
@@ -114,7 +114,7 @@ export const taskBody = z.discriminatedUnion('action', [
     title: taskTitle,
     body: z.string().max(20_000).default(''),
     /** When it falls due (ISO 8601); a task without one is never due, only open. */
-    due: instant.optional(),
+    due: instant().optional(),
     assignee: z.union([z.literal('me'), email]).optional(),
     /** The memory the task is about. */
     memory: memoryId.optional(),
@@ -140,7 +140,7 @@ export const taskBody = z.discriminatedUnion('action', [
     action: z.literal('snooze'),
     id: taskId,
     /** Falls due again at this instant, or this many hours from now; one of the two. */
-    until: instant.optional(),
+    until: instant().optional(),
     hours: z.number().positive().max(24 * 365).optional(),
   }).refine((value) => (value.until === undefined) !== (value.hours === undefined), { message: 'give one of until or hours', path: ['until'] }),
 ]);

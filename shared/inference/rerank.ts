@@ -20,7 +20,7 @@ export const rerankBody = z.object({
   model: z.unknown().optional(),
   query: z.string({ error: 'query must be a string' }),
   documents: z.unknown().optional(),
-  top_n: z.number().int().positive().optional(),
+  top_n: z.int32().positive().optional(),
   return_documents: z.boolean().optional(),
 });
 

@@ -29,8 +29,8 @@ export const chunkingStrategyParam = z.discriminatedUnion('type', [
     .strictObject({
       type: z.literal('static'),
       static: z.strictObject({
-        max_chunk_size_tokens: z.number().int().min(MIN_CHUNK_SIZE_TOKENS).max(MAX_CHUNK_SIZE_TOKENS),
-        chunk_overlap_tokens: z.number().int().min(0),
+        max_chunk_size_tokens: z.int32().min(MIN_CHUNK_SIZE_TOKENS).max(MAX_CHUNK_SIZE_TOKENS),
+        chunk_overlap_tokens: z.int32().min(0),
       }),
     })
     .refine((value) => value.static.chunk_overlap_tokens <= value.static.max_chunk_size_tokens / 2, {

@@ -15,7 +15,7 @@ export const VECTOR_INDEXES = ['auto', 'flat', 'ivf'] as const;
 
 const metadata = z.record(z.string(), z.unknown()).nullable().describe('Up to 16 string values; keys up to 64, values up to 512 characters; 4 KB serialized.');
 const expiresAfter = z
-  .strictObject({ anchor: z.literal('last_active_at'), days: z.number().int().min(1).max(365) })
+  .strictObject({ anchor: z.literal('last_active_at'), days: z.int32().min(1).max(365) })
   .describe('The store expires this many days after it was last active.');
 
 /** Attributes of a file, for filtering: up to 16 keys; values are strings (up to 512 characters), numbers or booleans. */
@@ -32,7 +32,7 @@ export const createVectorStoreBody = z.strictObject({
   name: withErrorCode(z.string().min(1), 'invalid_name').optional().describe('Non-empty, at most 256 bytes.'),
   description: z.string().max(512).nullable().optional(),
   embedding_model: withErrorCode(z.string(), 'invalid_embedding_model').optional().describe('Required: one of the nine embedding ids, such as text-embedding-3-small.'),
-  dimensions: withErrorCode(z.number().int().positive(), 'invalid_dimensions').optional().describe('Shorter vectors, only on text-embedding-3-* models.'),
+  dimensions: withErrorCode(z.int32().positive(), 'invalid_dimensions').optional().describe('Shorter vectors, only on text-embedding-3-* models.'),
   encryption: withErrorCode(z.enum(ENCRYPTIONS), 'invalid_encryption').optional(),
   vector_sealing: withErrorCode(z.enum(VECTOR_SEALINGS), 'invalid_vector_sealing').optional().describe('Default full on an encrypted store, none otherwise.'),
   vector_index: withErrorCode(z.enum(VECTOR_INDEXES), 'invalid_vector_index').optional(),
@@ -92,7 +92,7 @@ export const searchFilter: z.ZodType<SearchFilter> = z.lazy(() =>
 
 export const searchBody = z.strictObject({
   query: z.union([z.string().min(1).max(10_000), z.array(z.string().min(1).max(10_000)).min(1).max(10)]).describe('A query, or several whose results are fused.'),
-  max_num_results: z.number().int().min(1).max(50).optional(),
+  max_num_results: z.int32().min(1).max(50).optional(),
   filters: searchFilter.optional().describe("OpenAI's comparison (eq, ne, gt, gte, lt, lte, in, nin) and compound (and, or) filters on file attributes."),
   ranking_options: z
     .strictObject({ ranker: z.enum(['none', 'auto', 'default-2024-11-15']).optional(), score_threshold: z.number().min(0).max(1).optional() })
@@ -103,10 +103,10 @@ export type SearchBody = z.output<typeof searchBody>;
 
 export const unlockBody = z.strictObject({
   passphrase: withErrorCode(z.string().min(1), 'missing_passphrase').optional(),
-  ttl_seconds: z.number().int().min(60).max(86_400).optional().describe('How long the lease lasts: 60 s to 24 h, default 1 h.'),
+  ttl_seconds: z.int32().min(60).max(86_400).optional().describe('How long the lease lasts: 60 s to 24 h, default 1 h.'),
 });
 
 export const migrateBody = z.strictObject({
   embedding_model: withErrorCode(z.string(), 'invalid_embedding_model').optional(),
-  dimensions: withErrorCode(z.number().int().positive(), 'invalid_dimensions').optional(),
+  dimensions: withErrorCode(z.int32().positive(), 'invalid_dimensions').optional(),
 });

@@ -71,7 +71,7 @@ const descriptionRule = `must be a string of at most ${MAX_DESCRIPTION_LENGTH} c
 const description = z.string({ error: descriptionRule }).max(MAX_DESCRIPTION_LENGTH, { error: descriptionRule }).nullable();
 
 const rotationGrace = withErrorCode(
-  z.number().int().min(0).max(MAX_ROTATION_GRACE_MINUTES).describe('Minutes the previous secret keeps verifying after a rotation (0 to 10080).'),
+  z.int32().min(0).max(MAX_ROTATION_GRACE_MINUTES).describe('Minutes the previous secret keeps verifying after a rotation (0 to 10080).'),
   'invalid_rotation_grace',
 );
 

@@ -1,4 +1,4 @@
-import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
 import type { HiveServices } from '../../../shared/composition/hive.js';
 import { browseView, memoryView, organisationView, revokeCredential } from '../../../shared/hive/dashboard/page-data.js';
@@ -10,6 +10,8 @@ import { createTopUpCheckout, TOP_UP_MAX_USD, TOP_UP_MIN_USD } from '../../../sh
 import { deviceApproveBody } from '../../../shared/hive/schemas.js';
 import { readWallet } from '../../../shared/hive/wallet.js';
 import { toServiceError } from '../../middleware/errors.js';
+import { formBody } from '../../middleware/base-app.js';
+import { storableInput } from '../../middleware/storable-input.js';
 import { originOf, readCookie, sameOriginWrites, sendPage } from '../../browser.js';
 import { pageSecurityPolicy } from '../views/html.js';
 import { browsePage, dashboardPage, loginPage, memoryPage, messagePage, type BillingView, type DashboardNotices } from '../views/pages.js';
@@ -48,7 +50,7 @@ export function dashboardRouter(hive: HiveServices): Router {
     res.cookie(SESSION_COOKIE, session.secret, { ...cookieScope(req, config.HIVE_PUBLIC_BASE_URL), maxAge: SESSION_LIFETIME_MS });
 
   // Forms are urlencoded, and only these routes read them; the Origin check runs before any body is read.
-  router.use(['/login', '/dashboard'], pageHeaders, sameOriginWrites(config.HIVE_PUBLIC_BASE_URL, () => hiveError(403, 'This form must be sent from the hive’s own pages (the Origin header is missing or names another site).')), express.urlencoded({ extended: false, limit: '16kb' }));
+  router.use(['/login', '/dashboard'], pageHeaders, sameOriginWrites(config.HIVE_PUBLIC_BASE_URL, () => hiveError(403, 'This form must be sent from the hive’s own pages (the Origin header is missing or names another site).')), formBody(16 * 1024), storableInput);
 
   // The cookie's path is /dashboard, so this page never sees a session: it always offers the form.
   router.get('/login', (_req, res) => {
