@@ -28,7 +28,7 @@ import { runAssistantBench } from './assistants.js';
 import { runBrainBench } from './brains.js';
 import { runPackBench } from './packs.js';
 import { runHiveBench } from './hive.js';
-import { goal, section, table, writeReport } from './support/report.js';
+import { goal, section, SECTION_ORDER, table, writeReport } from './support/report.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(ROOT);
@@ -267,7 +267,7 @@ if (runs('hive')) {
 }
 
 // Only a whole run or one named section rewrites the page; figures of the sections that did not run stay.
-writeReport(path.join(ROOT, 'bench/README.md'), ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs', 'hive']);
+writeReport(path.join(ROOT, 'bench/README.md'), SECTION_ORDER);
 
 async function load(name: string, target: string, headers: Record<string, string>) {
   const result = await autocannon({ url: target, headers, connections: CONNECTIONS, duration: DURATION_SECONDS });

@@ -26,10 +26,13 @@ interface Section {
 
 const sections = new Map<string, Section>();
 
-/** Opens a section of the page (`BENCH_ONLY=<id>` runs just it). */
-export function section(id: string, title: string, about?: string): void {
-  sections.set(id, { title, command: `BENCH_ONLY=${id} npm run bench`, ...(about && { about }), tables: [], targets: [] });
+/** Opens a section of the page (`BENCH_ONLY=<id>` runs just it, unless another command measured it). */
+export function section(id: string, title: string, about?: string, command = `BENCH_ONLY=${id} npm run bench`): void {
+  sections.set(id, { title, command, ...(about && { about }), tables: [], targets: [] });
 }
+
+/** The page's sections in order; the last, the fuzz suite's long run, is written by `npm run fuzz`. */
+export const SECTION_ORDER = ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs', 'hive', 'fuzz'];
 
 /** Prints a table and keeps it for the page. */
 export function table(id: string, caption: string, rows: Row[]): void {
