@@ -73,7 +73,10 @@ function parseResponse(bytes: Buffer): WireResponse | undefined {
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
   const raw = bytes.subarray(headEnd + 4);
-  return { kind: 'answered', status, headers, body: headers['transfer-encoding']?.includes('chunked') ? dechunk(raw) : raw };
+  // A header value holding CR LF CR LF ends the request early and the rest reads as a second one: its answer follows the first's.
+  const length = Number(headers['content-length']);
+  const body = headers['transfer-encoding']?.includes('chunked') ? dechunk(raw) : Number.isInteger(length) ? raw.subarray(0, length) : raw;
+  return { kind: 'answered', status, headers, body };
 }
 
 function dechunk(raw: Buffer): Buffer {
