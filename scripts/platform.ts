@@ -26,6 +26,7 @@ import {
   takeRecordedServices,
   waitForTemporal,
 } from './lib/local-services.js';
+import { Supervised } from './lib/supervisor.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(ROOT);
@@ -43,13 +44,14 @@ if (mode !== 'start' && mode !== 'test') {
 
 const config = loadConfig();
 const recordedServices = takeRecordedServices(config.dataDir);
-const children: ChildProcess[] = [];
+/** What this command started, in start order: each is stopped in reverse order. */
+const children: Array<{ stop(): Promise<void> }> = [];
 let stopping: Promise<void> | undefined;
 
 function stopAll(exitCode: number): Promise<void> {
   stopping ??= (async () => {
     // Reverse start order: the hive, API and worker first, Temporal next, then services ensure-deps started.
-    for (const child of [...children].reverse()) await stopChild(child);
+    for (const child of [...children].reverse()) await child.stop();
     await stopRecordedServices(recordedServices, say);
     process.exit(exitCode);
   })();
@@ -82,7 +84,7 @@ async function ensureTemporal(config: Config): Promise<string> {
   if (mode === 'test') {
     // Tests get their own in-memory server on free ports, so a running `npm start` is never touched.
     const server = await startTemporalDevServer({ port: await freePort(), logFile: path.join(config.dataDir, 'run', 'temporal-test.log') });
-    children.push(server.process);
+    children.push({ stop: () => stopChild(server.process) });
     say(`Temporal test server on ${server.address}`);
     return server.address;
   }
@@ -91,37 +93,43 @@ async function ensureTemporal(config: Config): Promise<string> {
     say(`Temporal already running on ${config.temporalAddress}; using it`);
     return config.temporalAddress;
   }
-  const server = await startTemporalDevServer({
-    port: config.TEMPORAL_DEV_PORT,
-    uiPort: config.TEMPORAL_DEV_UI_PORT,
-    dbFile: path.join(config.dataDir, 'temporal', 'temporal.db'),
-    logFile: path.join(config.dataDir, 'run', 'temporal.log'),
-  });
-  children.push(server.process);
-  say(`Temporal dev server started on ${server.address} (history kept in ${path.join(config.DATA_DIR, 'temporal', 'temporal.db')})`);
-  return server.address;
+  const address = `127.0.0.1:${config.TEMPORAL_DEV_PORT}`;
+  const logFile = path.join(config.dataDir, 'run', 'temporal.log');
+  const temporal = supervise('the Temporal dev server', async () =>
+    (await startTemporalDevServer({ port: config.TEMPORAL_DEV_PORT, uiPort: config.TEMPORAL_DEV_UI_PORT, dbFile: path.join(config.dataDir, 'temporal', 'temporal.db'), logFile })).process,
+  `See ${logFile}.`);
+  if (await temporal.run()) say(`Temporal dev server started on ${address} (history kept in ${path.join(config.DATA_DIR, 'temporal', 'temporal.db')})`);
+  return address;
 }
 
-function spawnNode(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], { stdio: 'inherit', env });
-  children.push(child);
-  child.once('exit', (code, signal) => {
-    if (stopping) return;
-    say(`${script} exited (${signal ?? `code ${code}`}); stopping the platform`);
-    void stopAll(code || 1);
-  });
-  return child;
+/**
+ * A child of `npm start` kept running by scripts/lib/supervisor.ts: restarted with backoff when
+ * it exits, stopped (in reverse start order) with the platform.
+ */
+function supervise(name: string, start: () => Promise<ChildProcess>, hint?: string): Supervised {
+  const supervised = new Supervised(name, start, say, { ...(hint && { hint }) });
+  children.push(supervised);
+  return supervised;
 }
+
+/** A Node process of the platform, supervised; its output is this command's. */
+function spawnNode(name: string, script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = [], hint?: string): Promise<boolean> {
+  return supervise(name, async () => spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], { stdio: 'inherit', env }), hint).run();
+}
+
+/** What a relay that will not start usually means. */
+const RELAY_HINT = "If its output says SealError, the hive's certificate authority in PostgreSQL was sealed under another master key than this one (VECTOR_STORE_MASTER_KEY, or .data/secrets/vector-store-master.key when unset): start with the key that sealed it.";
 
 async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()), ...(await stripeOrMock()) };
-  spawnNode('workers/main.ts', env, WORKER_NODE_ARGS);
-  spawnNode('api/main.ts', env, API_NODE_ARGS);
-  spawnNode('api/hive/main.ts', env);
-  spawnNode('api/hive/relay/main.ts', env);
+  await spawnNode('the worker', 'workers/main.ts', env, WORKER_NODE_ARGS);
+  await spawnNode('the API', 'api/main.ts', env, API_NODE_ARGS);
+  await spawnNode('the memory hive', 'api/hive/main.ts', env);
+  await spawnNode('the hive relay', 'api/hive/relay/main.ts', env, [], RELAY_HINT);
   const health = await waitForGreenHealth(`${config.publicBaseUrl}/v1/health`);
-  await waitForHive(`${config.hiveBaseUrl}/v1/health`);
-  await waitForRelay(config.HIVE_RELAY_PORT, config.HIVE_RELAY_HOST);
+  // The hive and its relay serve beside the gateway, not before it: one that does not come up is said, and retried, while the rest serves.
+  await waitForHive(`${config.hiveBaseUrl}/v1/health`).catch((error: Error) => say(`${error.message}; it is restarted with backoff while the gateway serves`));
+  await waitForRelay(config.HIVE_RELAY_PORT, config.HIVE_RELAY_HOST).catch((error: Error) => say(`${error.message}; it is restarted with backoff while the rest serves. ${RELAY_HINT}`));
   const lines = [
     '',
     health.status === 'ok'
@@ -169,10 +177,9 @@ async function stripeOrMock(): Promise<Record<string, string>> {
   const port = config.HIVE_STRIPE_MOCK_PORT;
   const apiBase = (await isPortOpen(port))
     ? `http://127.0.0.1:${port}`
-    : await startStripeMock({ port, logFile: path.join(config.dataDir, 'run', 'stripe-mock.log') }).then((mock) => {
-        children.push(mock.process);
-        return mock.apiBase;
-      });
+    : await supervise('stripe-mock', async () => (await startStripeMock({ port, logFile: path.join(config.dataDir, 'run', 'stripe-mock.log') })).process)
+        .run()
+        .then(() => `http://127.0.0.1:${port}`);
   say(`no Stripe key configured: the hive's card top-ups go to stripe-mock at ${apiBase} (nothing is charged)`);
   return { HIVE_STRIPE_API_BASE: apiBase, HIVE_STRIPE_SECRET_KEY: 'sk_test_stripeMock' };
 }
@@ -203,7 +210,8 @@ async function waitForGreenHealth(url: string): Promise<{ status: string; failin
   let last: { status: string; failing: string[] } | undefined;
   let told = false;
   while (Date.now() - started < GREEN_HEALTH_WAIT_MS && !stopping) {
-    const report = (await fetch(url).then((response) => (response.ok ? response.json() : undefined), () => undefined)) as
+    // 503 (PostgreSQL or Redis away) carries the same report: read it to say what is waited for.
+    const report = (await fetch(url).then((response) => (response.headers.get('content-type')?.includes('json') ? response.json() : undefined), () => undefined)) as
       | { status: string; checks: Record<string, { ok: boolean }> }
       | undefined;
     if (report) {
