@@ -1,7 +1,7 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
-import { call, startTestPlatform, type TestPlatform } from './support/test-platform.js';
+import { bearer, call, createDeveloper, startTestPlatform, type TestPlatform } from './support/test-platform.js';
 import { pollUntil } from './support/poll.js';
 
 let gateway: TestPlatform;
@@ -48,14 +48,29 @@ describe('GET /v1/health when backing services are away', () => {
   });
   afterAll(() => broken?.close());
 
-  it('still answers, naming what is down', async () => {
+  it('answers 503 for a load balancer to drain the replica, naming what is down; liveness still 200', async () => {
     const response = await call(broken.baseUrl, '/v1/health');
-    expect(response.status).toBe(200);
-    expect(response.body.status).toBe('degraded');
+    expect(response.status).toBe(503);
+    expect(response.body.status).toBe('unavailable');
     expect(response.body.checks.postgres.ok).toBe(true);
     expect(response.body.checks.redis).toMatchObject({ ok: false, error: expect.any(String) });
     expect(response.body.checks.temporal).toMatchObject({ ok: false, error: expect.any(String) });
     expect(response.body.checks.worker.ok).toBe(false);
+    const live = await call(broken.baseUrl, '/v1/health/live');
+    expect(live.status).toBe(200);
+    expect(live.body).toEqual({ status: 'alive' });
+  });
+
+  it('answers a call that needs Redis 503 naming it, with Retry-After; the rate limiters fail closed; public documents still serve', async () => {
+    const developer = await createDeveloper(broken.platform);
+    const chat = await call(broken.baseUrl, '/v1/chat/completions', { method: 'POST', json: { model: 'svc:openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }, headers: bearer(developer.key) });
+    expect(chat.status, chat.text).toBe(503);
+    expect(chat.body.error).toMatchObject({ type: 'api_error', code: 'service_unavailable', message: expect.stringMatching(/^Redis is unavailable/) });
+    expect(chat.headers.get('retry-after')).toBe('1');
+    // Every keyed request passes the per-key rate limiter, which counts in Redis: without it, refused rather than unmetered.
+    expect((await call(broken.baseUrl, '/v1/models', { headers: bearer(developer.key) })).body.error.code).toBe('service_unavailable');
+    expect((await call(broken.baseUrl, '/v1/compatibility')).status).toBe(200);
+    expect((await call(broken.baseUrl, '/v1/openapi.json')).status).toBe(200);
   });
 });
 

@@ -81,6 +81,10 @@ describe('GET /v1/health of the hive', () => {
       expect(response.status).toBe(503);
       expect(Object.keys(response.body)).toEqual(['error']);
       expect(response.body.error).toMatch(/^The hive cannot read its database: /);
+      // Liveness asks nothing: the process runs, so a supervisor leaves it be.
+      const live = await call(away.baseUrl, '/v1/health/live');
+      expect(live.status).toBe(200);
+      expect(live.body).toEqual({ status: 'alive' });
     } finally {
       await away.close();
     }

@@ -2,6 +2,7 @@ import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { ZodError } from 'zod';
 import { ServiceError, serviceError, toEnvelope, type ErrorCode } from '../../shared/errors.js';
 import { classifyDatabaseError } from '../../shared/db/errors.js';
+import { awayDependency } from '../../shared/platform/dependency-errors.js';
 import { fromZodError } from '../../shared/validation.js';
 
 /** Any path no router claimed. */
@@ -52,7 +53,13 @@ export function toServiceError(error: unknown): ServiceError {
       ? serviceError(code, { message: `The request body is larger than the ${(error as { limit?: number }).limit ?? ''} bytes this endpoint accepts.`.replace('  ', ' ') })
       : serviceError(code);
   }
-  return fromDatabaseError(error) ?? fromRequestReadingError(error) ?? serviceError('internal_error');
+  return fromDependencyError(error) ?? fromDatabaseError(error) ?? fromRequestReadingError(error) ?? serviceError('internal_error');
+}
+
+/** Redis or Temporal away (shared/platform/dependency-errors.ts): a 503 naming it, to retry. */
+function fromDependencyError(error: unknown): ServiceError | undefined {
+  const away = awayDependency(error);
+  return away && serviceError('service_unavailable', { message: `${away} is unavailable for the moment. Retry after the Retry-After seconds.`, retryAfterSeconds: 1 });
 }
 
 /** The last line of defence (shared/db/errors.ts): a value PostgreSQL refused is the caller's 400; an unreachable database is a 503 to retry. */

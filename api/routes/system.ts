@@ -8,17 +8,29 @@ import { PUBLIC, route, type RouteDefinition } from '../route-table.js';
  * Public routes: no credential needed. The compatibility list and the OpenAPI description are
  * made once, from the table of every route this app mounts (these three included).
  */
+const LIVE = { status: 'alive' } as const;
+
 export function systemRoutes(platform: GatewayServices, mounted: () => readonly RouteDefinition[], version: string): RouteDefinition[] {
   let compatibility: unknown;
   let openapi: unknown;
   const surface = 'system';
   return [
-    // Always 200 while this process answers; `status` and each check say what is degraded.
+    // Readiness, for a load balancer: 503 while PostgreSQL or Redis, which every metered call needs, is away (drain this
+    // replica); 200 otherwise, `status` and each check saying what is degraded (Temporal, the worker: long work waits).
     route({
-      method: 'get', path: '/v1/health', surface, summary: 'Reachability of PostgreSQL, Redis, Temporal and the workers', access: PUBLIC,
+      method: 'get', path: '/v1/health', surface, summary: 'Reachability of PostgreSQL, Redis, Temporal and the workers; 503 while PostgreSQL or Redis is away', access: PUBLIC,
       handle: async (_req, res) => {
+        const report = await checkHealth(platform);
         res.setHeader('Cache-Control', 'no-store');
-        res.json(await checkHealth(platform));
+        res.status(report.status === 'unavailable' ? 503 : 200).json(report);
+      },
+    }),
+    // Liveness, for a supervisor: this process answers. Nothing it depends on is asked.
+    route({
+      method: 'get', path: '/v1/health/live', surface, summary: 'The process is running (liveness; no dependency is checked)', access: PUBLIC,
+      handle: (_req, res) => {
+        res.setHeader('Cache-Control', 'no-store');
+        res.json(LIVE);
       },
     }),
     route({

@@ -12,7 +12,8 @@ export interface ComponentHealth {
 }
 
 export interface HealthReport {
-  status: 'ok' | 'degraded';
+  /** ok: all green; degraded: Temporal or the worker away (calls serve, long work waits); unavailable: PostgreSQL or Redis away. */
+  status: 'ok' | 'degraded' | 'unavailable';
   checks: {
     postgres: ComponentHealth;
     redis: ComponentHealth;
@@ -54,7 +55,7 @@ export async function checkHealth(platform: GatewayServices): Promise<HealthRepo
     worker: { ...workerHealth, task_queue: config.TEMPORAL_TASK_QUEUE, pollers },
   };
   const allOk = Object.values(checks).every((check) => check.ok);
-  return { status: allOk ? 'ok' : 'degraded', checks };
+  return { status: !postgres.ok || !redis.ok ? 'unavailable' : allOk ? 'ok' : 'degraded', checks };
 }
 
 async function countLivePollers(platform: GatewayServices, signal: AbortSignal): Promise<number> {

@@ -13,5 +13,12 @@ export function healthRoutes(hive: HiveServices): HiveRouteDefinition[] {
         res.json(await checkHiveHealth(hive));
       },
     }),
+    hiveRoute({
+      method: 'get', path: '/v1/health/live', summary: 'The process is running (liveness; the database is not asked)', access: 'public',
+      handle: ({ res }) => {
+        res.setHeader('Cache-Control', 'no-store');
+        res.json({ status: 'alive' });
+      },
+    }),
   ];
 }
