@@ -36,6 +36,8 @@ const say = (message: string) => process.stderr.write(`platform: ${message}\n`);
 /** How long a start waits for every health check to be green (waitForGreenHealth), and when it says what it waits for. */
 const GREEN_HEALTH_WAIT_MS = 180_000;
 const SAY_WAITING_AFTER_MS = 15_000;
+/** What a relay that will not start usually means. */
+const RELAY_HINT = "If its output says SealError, the hive's certificate authority in PostgreSQL was sealed under another master key than this one (VECTOR_STORE_MASTER_KEY, or .data/secrets/vector-store-master.key when unset): start with the key that sealed it.";
 const mode = process.argv[2];
 if (mode !== 'start' && mode !== 'test') {
   say('usage: platform.ts start|test [vitest arguments]');
@@ -117,8 +119,6 @@ function spawnNode(name: string, script: string, env: NodeJS.ProcessEnv, nodeArg
   return supervise(name, async () => spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], { stdio: 'inherit', env }), hint).run();
 }
 
-/** What a relay that will not start usually means. */
-const RELAY_HINT = "If its output says SealError, the hive's certificate authority in PostgreSQL was sealed under another master key than this one (VECTOR_STORE_MASTER_KEY, or .data/secrets/vector-store-master.key when unset): start with the key that sealed it.";
 
 async function startPlatform(temporalAddress: string): Promise<void> {
   const env = { ...process.env, TEMPORAL_ADDRESS: temporalAddress, CLIENT_TOKEN_SIGNING_KEYS: localClientTokenKeys(), ...(await upstreamsOrEmulator()), ...(await stripeOrMock()) };
