@@ -1,5 +1,6 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toServiceError } from '../api/middleware/errors.js';
 import { bundleWorkflows, createTemporalWorker } from '../workers/temporal-worker.js';
 import { bearer, call, createDeveloper, startTestPlatform, type TestPlatform } from './support/test-platform.js';
 import { pollUntil } from './support/poll.js';
@@ -71,6 +72,14 @@ describe('GET /v1/health when backing services are away', () => {
     expect((await call(broken.baseUrl, '/v1/models', { headers: bearer(developer.key) })).body.error.code).toBe('service_unavailable');
     expect((await call(broken.baseUrl, '/v1/compatibility')).status).toBe(200);
     expect((await call(broken.baseUrl, '/v1/openapi.json')).status).toBe(200);
+  });
+
+  it('maps a workflow start against an unreachable Temporal to 503 naming it', async () => {
+    const { client } = broken.platform.temporal;
+    const error = await client
+      .withDeadline(Date.now() + 3_000, () => client.workflow.start('hiveAdminChangeWorkflow', { taskQueue: 'nowhere', workflowId: 'probe-temporal-away', args: [] }))
+      .then(() => undefined, (failure: unknown) => failure);
+    expect(toServiceError(error)).toMatchObject({ status: 503, code: 'service_unavailable', message: expect.stringMatching(/^Temporal is unavailable/), retryAfterSeconds: 1 });
   });
 });
 

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toServiceError } from '../api/middleware/errors.js';
 import { hiveRouteTable } from '../api/hive/app.js';
+import { guardLedger } from '../shared/billing/ledger-guard.js';
 import { classifyDatabaseError } from '../shared/db/errors.js';
 import { INT32_MAX, MAX_INPUT_DEPTH } from '../shared/validation.js';
 import { brainApi } from './support/brain-api.js';
@@ -228,5 +229,10 @@ describe('the last line of defence', () => {
     const error = await closed.connect().then(() => undefined, (failure: unknown) => failure);
     expect(classifyDatabaseError(error)).toMatchObject({ kind: 'unavailable' });
     expect(toServiceError(error)).toMatchObject({ status: 503, code: 'service_unavailable', retryAfterSeconds: 1 });
+    // The wallet's guard keeps its 500 wallet_error for a ledger that would not write, not for PostgreSQL away.
+    const guarded = await guardLedger(() => Promise.reject(error)).then(() => undefined, (failure: unknown) => failure);
+    expect(toServiceError(guarded)).toMatchObject({ status: 503, code: 'service_unavailable' });
+    const refused = await guardLedger(() => Promise.reject(new Error('a trigger refused the row'))).then(() => undefined, (failure: unknown) => failure);
+    expect(toServiceError(refused)).toMatchObject({ status: 500, code: 'wallet_error' });
   });
 });
