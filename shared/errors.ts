@@ -263,6 +263,7 @@ const CATALOG = {
   // Service side.
   internal_error: { status: 500, type: 'api_error', message: 'The service failed to handle the request. Retry with backoff.' },
   service_unavailable: { status: 503, type: 'api_error', message: 'A service this request needs is unavailable for the moment. Retry after the Retry-After seconds.' },
+  shutting_down: { status: 503, type: 'api_error', message: 'This server is stopping. Retry: another replica, or this one restarted, will answer.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof CATALOG;

@@ -13,6 +13,9 @@ export interface ListenOptions {
  * The HTTP server of an app. Requests Node's parser rejects before Express sees them (a broken
  * header, oversized headers) still get the app's error body, not a bare status line.
  */
+/** Each server's error body, for the answers written outside its app (a malformed request, a request while stopping). */
+const errorBodies = new WeakMap<http.Server, (error: ServiceError) => unknown>();
+
 export function listen(app: Express, port: number, host: string, options: ListenOptions = {}): Promise<http.Server> {
   const errorBody = options.errorBody ?? toEnvelope;
   const server = http.createServer(
@@ -22,6 +25,7 @@ export function listen(app: Express, port: number, host: string, options: Listen
     },
     app,
   );
+  errorBodies.set(server, errorBody);
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own (often 60 s).
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
@@ -59,6 +63,20 @@ function bornWith<Constructor extends new (...args: never[]) => object>(base: Co
   return Born as unknown as Constructor;
 }
 
+/**
+ * From now on a new request, which a kept-alive connection can still bring after the server stopped
+ * accepting connections, is answered 503 shutting_down with Retry-After and the connection closed;
+ * requests already in the app run to their end.
+ */
+export function answerStopping(server: http.Server): void {
+  const body = JSON.stringify((errorBodies.get(server) ?? toEnvelope)(serviceError('shutting_down')));
+  server.removeAllListeners('request');
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', Connection: 'close' });
+    res.end(body);
+  });
+}
+
 export function serverUrl(server: http.Server): string {
   const { address, port } = server.address() as AddressInfo;
   return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
@@ -77,6 +95,7 @@ export function stopOnSignals(server: http.Server, services: { logger: Logger; c
     if (stopping) return;
     stopping = true;
     services.logger.info({ signal }, `${name} stopping`);
+    answerStopping(server);
     const forced = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS).unref();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
