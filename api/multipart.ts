@@ -92,6 +92,10 @@ export function readMultipartStreaming<T>(req: Request, options: StreamingOption
         return;
       }
       fileStream = stream;
+      // A failed read destroys this stream with the refusal, which the read answers itself: a store
+      // that has not yet attached to the stream (or is done with it) must not turn that into an
+      // uncaught 'error' that ends the process.
+      stream.on('error', () => undefined);
       stream.on('limit', () => fail(serviceError('request_too_large', { message: `The file is larger than ${options.maxFileBytes} bytes.` })));
       storing = options.storeFile(stream, { filename: info.filename, mimeType: info.mimeType }).then(
         (stored) => {

@@ -188,6 +188,16 @@ describe('bodies that do not decode', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
+  it('answers an upload cut off inside its file part 400, whatever point the store had reached', async () => {
+    // The parser fails while the file's bytes stream to the store: that failure must end in the answer, not in an uncaught 'error'.
+    for (const cut of ['', 'abc', 'abc\r\n--x', 'abc\r\n--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nassist']) {
+      const body = `--x\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nassistants\r\n--x\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\n${cut}`;
+      const response = await rawPost(gateway.baseUrl, '/v1/files', body, { ...bearer(key), 'content-type': 'multipart/form-data; boundary=x' });
+      expect(refused(response).code).toBe('invalid_multipart');
+    }
+    expect((await call(gateway.baseUrl, '/v1/health/live')).status).toBe(200);
+  });
+
   it('quotes at most the start of a huge value in an error message', async () => {
     const response = await brains.post('/v1/brains', { name: 'x', embedding_model: 'y'.repeat(2_000_000) });
     expect(response.status).toBe(400);
