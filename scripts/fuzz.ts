@@ -38,7 +38,7 @@ const code = await new Promise<number>((resolve) => child.once('exit', (exitCode
 // A replay of one case is not a run worth recording.
 if (existsSync(reportFile) && !values.path) {
   const report = JSON.parse(readFileSync(reportFile, 'utf8')) as {
-    cases: number; seed: number; seconds: number; operations: number; statuses: Record<string, number>; succeeded: Record<string, number>; failures: Array<{ signature: string }>; repeats: number;
+    cases: number; seed: number; seconds: number; operations: number; statuses: Record<string, number>; succeeded: Record<string, number>; failures: Array<{ signature: string }>; repeats: number; uncaught: string[];
   };
   const command = `npm run fuzz -- --cases ${values.cases} --seed ${values.seed}`;
   section('fuzz', 'Fuzz suite, long run', 'Every operation of both servers (GET /v1/openapi.json and the hive\'s route table), each case a valid request with one part spoiled; every answer must be below 500, in the server\'s envelope, showing nothing internal. Platform, worker and fuzzer share the machine.', command);
@@ -49,6 +49,7 @@ if (existsSync(reportFile) && !values.path) {
     { figure: 'operations answering a success at least once', value: Object.keys(report.succeeded).length },
     { figure: 'answers of 500 or more, timeouts, closed without an answer', value: Object.entries(report.statuses).filter(([status]) => !/^[1-4]\d\d$/.test(status)).reduce((sum, [, count]) => sum + count, 0) },
     { figure: 'failure classes', value: report.failures.length },
+    { figure: 'uncaught exceptions in the servers', value: report.uncaught.length },
     { figure: 'seconds', value: Math.round(report.seconds) },
     { figure: 'cases per second', value: Math.round(report.cases / report.seconds) },
     { figure: 'statuses', value: Object.entries(report.statuses).map(([status, count]) => `${status}: ${count}`).join(', ') },

@@ -55,10 +55,12 @@ describe('no input reaches a 5xx', () => {
         `fuzz: ${deepest.length} of ${world.operations.length} operations answered a success at least once`,
         ...report.failures.map((failure) => `fuzz FAILURE ${failure.signature}\n  ${failure.reason}\n  replay: FUZZ_SEED=${report.seed} FUZZ_PATH=${failure.path}\n  smallest: ${failure.smallest}`),
         report.repeats ? `fuzz: ${report.repeats} more failing cases of the same classes` : '',
+        ...report.uncaught.map((error) => `fuzz UNCAUGHT in a server: ${error}`),
       ].filter(Boolean).join('\n'),
     );
     if (process.env.FUZZ_REPORT_FILE) writeFileSync(process.env.FUZZ_REPORT_FILE, JSON.stringify({ ...report, seconds: (performance.now() - started) / 1000, operations: world.operations.length }));
     expect(report.failures.map((failure) => `${failure.signature}: ${failure.reason}`)).toEqual([]);
+    expect(report.uncaught).toEqual([]);
     expect(report.cases).toBe(PATH ? report.cases : CASES);
     expect(await world.healthy()).toEqual({ gateway: 200, hive: 200 });
   }, 60 * 60_000);

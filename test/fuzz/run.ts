@@ -19,6 +19,8 @@ export interface FuzzReport {
   failures: FuzzFailure[];
   /** Failures beyond the first of their class. */
   repeats: number;
+  /** Errors nothing caught in this process, where both servers run: each would have ended a server. */
+  uncaught: string[];
 }
 
 export interface FuzzFailure {
@@ -44,6 +46,10 @@ export async function runFuzz(world: FuzzWorld, options: { cases: number; seed: 
   const firstOfClass = new Map<string, { reason: string; run: number }>();
   let repeats = 0;
   let run = 0;
+  const uncaught: string[] = [];
+  const onUncaught = (error: unknown) => uncaught.push(`after case ${run}: ${error instanceof Error ? `${error.name}: ${error.message}\n${error.stack?.split('\n').slice(1, 4).join('\n')}` : String(error)}`);
+  process.on('uncaughtException', onUncaught);
+  process.on('unhandledRejection', onUncaught);
 
   async function attempt(fuzzCase: FuzzCase) {
     const operation = world.operations[fuzzCase.operationIndex]!;
@@ -55,24 +61,30 @@ export async function runFuzz(world: FuzzWorld, options: { cases: number; seed: 
   }
 
   const arbitrary = caseArbitrary(world.operations);
-  const outcome = await fc.check(
-    fc.asyncProperty(arbitrary, async (fuzzCase) => {
-      const index = run++;
-      if (index % HEAL_EVERY === 0) await world.heal();
-      const { operation, response, reason } = await attempt(fuzzCase);
-      const status = response.kind === 'answered' ? String(response.status) : response.kind;
-      statuses[status] = (statuses[status] ?? 0) + 1;
-      if (response.kind === 'answered' && response.status < 300) succeeded[operationName(operation)] = (succeeded[operationName(operation)] ?? 0) + 1;
-      if (reason) {
-        const signature = `${operationName(operation)} — ${describeMutation(fuzzCase.mutation)}`;
-        if (firstOfClass.has(signature)) repeats += 1;
-        else firstOfClass.set(signature, { reason, run: index });
-      }
-      options.onProgress?.(index + 1);
-      return true;
-    }),
-    { seed: options.seed, numRuns: options.cases, ...(options.path && { path: options.path }), endOnFailure: true },
-  );
+  let outcome: fc.RunDetails<[FuzzCase]>;
+  try {
+    outcome = await fc.check(
+      fc.asyncProperty(arbitrary, async (fuzzCase) => {
+        const index = run++;
+        if (index % HEAL_EVERY === 0) await world.heal();
+        const { operation, response, reason } = await attempt(fuzzCase);
+        const status = response.kind === 'answered' ? String(response.status) : response.kind;
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        if (response.kind === 'answered' && response.status < 300) succeeded[operationName(operation)] = (succeeded[operationName(operation)] ?? 0) + 1;
+        if (reason) {
+          const signature = `${operationName(operation)} — ${describeMutation(fuzzCase.mutation)}`;
+          if (firstOfClass.has(signature)) repeats += 1;
+          else firstOfClass.set(signature, { reason, run: index });
+        }
+        options.onProgress?.(index + 1);
+        return true;
+      }),
+      { seed: options.seed, numRuns: options.cases, ...(options.path && { path: options.path }), endOnFailure: true },
+    );
+  } finally {
+    process.off('uncaughtException', onUncaught);
+    process.off('unhandledRejection', onUncaught);
+  }
 
   // The property only ever answers true: a stop before `cases` is the fuzzer's own fault (a request it could not build).
   if (outcome.failed) throw new Error(`the fuzzer broke at case ${run} (FUZZ_SEED=${options.seed} FUZZ_PATH=${outcome.counterexamplePath}): ${String(outcome.errorInstance)}`);
@@ -82,7 +94,7 @@ export async function runFuzz(world: FuzzWorld, options: { cases: number; seed: 
     const path = options.path ? `${options.path}` : String(index);
     failures.push({ signature, reason, path, smallest: await shrink(arbitrary, options.seed, path, attempt) });
   }
-  return { seed: options.seed, cases: run, statuses, succeeded, failures, repeats };
+  return { seed: options.seed, cases: run, statuses, succeeded, failures, repeats, uncaught };
 }
 
 /**

@@ -37,6 +37,7 @@ const MODEL_OF: Record<string, string> = {
   '/v1/audio/speech': 'svc:openai/tts-1',
   '/v1/audio/transcriptions': 'svc:openai/whisper-1',
   '/v1/images/generations': 'svc:openai/gpt-image-1',
+  '/v1/moderations': 'omni-moderation-latest',
 };
 let urls = 0;
 
@@ -203,6 +204,12 @@ export async function startFuzzWorld(): Promise<FuzzWorld> {
         return operation.path === '/v1/batches' ? '/v1/chat/completions' : undefined;
       case 'url':
         return `https://127.0.0.1:9/fuzz-${++urls}`;
+      case 'events':
+        return operation.path === '/v1/webhooks' || operation.path === '/v1/webhook_endpoints' ? ['wallet.low'] : undefined;
+      case 'completion_window':
+        return operation.path === '/v1/batches' ? '24h' : undefined;
+      case 'documents':
+        return operation.path === '/v1/rerank' ? ['a fuzz document', 'another'] : undefined;
       case 'embedding_model':
         return 'text-embedding-3-small';
       case 'file_id':
