@@ -136,7 +136,6 @@ export function mountRoutes(platform: GatewayServices, definitions: readonly Rou
   return router;
 }
 
-
 /** Authentication and scope ran before this; then parse the input, then the one domain call. */
 function handlerOf(definition: RouteDefinition): RequestHandler {
   const { handle, input = {} } = definition;

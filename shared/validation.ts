@@ -71,7 +71,7 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.outp
 /**
  * Integers: PostgreSQL's `integer` is the narrowest column a request integer reaches, so every
  * integer a request carries is bounded by it (`z.int32()`; from a query string, `.max(INT32_MAX)`),
- * and test/input-bounds.test.ts holds every route's schemas to that. A value past it is the field's
+ * and test/hostile-input.test.ts holds every route's schemas to that. A value past it is the field's
  * own 400, never PostgreSQL's "out of range for type integer".
  */
 export const INT32_MAX = 2_147_483_647;
@@ -100,7 +100,7 @@ export const MAX_INPUT_DEPTH = 64;
  * as U+FFFD, silently changed. Nothing is stripped: a caller's text is kept exactly or refused with
  * 400 naming the field. Other control characters are text and pass. Nesting deeper than
  * MAX_INPUT_DEPTH is refused too. Bytes (a raw body read as a Buffer) are not text and pass. `at` is
-where the input sits in the request, for `param`.
+ * where the input sits in the request, for `param`.
  */
 export function assertStorableInput(input: unknown, at: readonly PropertyKey[] = []): void {
   const pending: Array<{ value: unknown; path: readonly PropertyKey[] }> = [{ value: input, path: at }];

@@ -4,12 +4,12 @@ import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { openApiDocument } from '../openapi.js';
 import { PUBLIC, route, type RouteDefinition } from '../route-table.js';
 
+const LIVE = { status: 'alive' } as const;
+
 /**
  * Public routes: no credential needed. The compatibility list and the OpenAPI description are
  * made once, from the table of every route this app mounts (these three included).
  */
-const LIVE = { status: 'alive' } as const;
-
 export function systemRoutes(platform: GatewayServices, mounted: () => readonly RouteDefinition[], version: string): RouteDefinition[] {
   let compatibility: unknown;
   let openapi: unknown;
