@@ -26,5 +26,52 @@ export function createRedis(url: string, role: 'commands' | 'blocking' | 'run-ev
   redis.on('ready', () => {
     reported = false;
   });
+  if (role === 'commands') watchForHang(redis, logger);
   return redis;
+}
+
+/**
+ * A Redis that stops answering without closing its connections (a paused or wedged server, a
+ * partition that drops packets) would hold a request's command until TCP gives up, minutes later.
+ * A ping every second tells: one unanswered for HANG_MS means Redis hangs; its waiting commands
+ * fail at once ("Connection is closed": 503 to the caller) and the connection is made again;
+ * while it reconnects, new commands fail at once through the disabled offline queue, until Redis
+ * answers its ready check again. A ping is judged only when this process's own timer fired on
+ * time: after the event loop was blocked the reply may be waiting unread, and a process busy on 2
+ * cores must not take its own slowness for Redis's (a per-command timeout did, refusing calls
+ * Redis had answered).
+ */
+const PING_EVERY_MS = 1_000;
+const HANG_MS = 2_000;
+const LATE_TICK_MS = 500;
+
+function watchForHang(redis: Redis, logger: Logger): void {
+  let pingSentAt: number | undefined;
+  let lastTick = Date.now();
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const onTime = now - lastTick < PING_EVERY_MS + LATE_TICK_MS;
+    lastTick = now;
+    if (redis.status !== 'ready') {
+      pingSentAt = undefined;
+      return;
+    }
+    if (pingSentAt === undefined) {
+      const sentAt = now;
+      pingSentAt = sentAt;
+      const answered = () => {
+        if (pingSentAt === sentAt) pingSentAt = undefined;
+      };
+      redis.ping().then(answered, answered);
+    } else if (onTime && now - pingSentAt >= HANG_MS) {
+      const waitedMs = now - pingSentAt;
+      pingSentAt = undefined;
+      logger.warn({ waitedMs }, 'Redis stopped answering; failing the commands waiting on it and reconnecting');
+      // ioredis's own recovery from a connection it cannot trust: reject every waiting command, then reconnect.
+      const error = new Error(`Connection is closed: Redis did not answer for ${waitedMs} ms`);
+      redis.recoverFromFatalError(error, error, {});
+    }
+  }, PING_EVERY_MS);
+  timer.unref();
+  redis.once('end', () => clearInterval(timer));
 }
