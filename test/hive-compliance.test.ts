@@ -1,5 +1,7 @@
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminChangeWorkflowId } from '../shared/hive/compliance/jobs.js';
+import type { SettingsRecord } from '../shared/hive/compliance/schemas.js';
 import { admitPerson, createNode, signUp, startHiveWorld, type HiveOwner, type HiveWorld } from './support/hive-world.js';
 import { pollUntil } from './support/poll.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
@@ -111,10 +113,10 @@ describe('POST /v1/admin/settings', () => {
     expect(unknownKind.status).toBe(400);
     expect(await auditActions(owner.orgId)).toEqual(['settings.replaced', 'settings.replaced']);
 
-    // Each replacement ran as its workflow, named by the change its audit row records.
-    const { rows: changes } = await db().query(`SELECT detail->>'change' AS change FROM hive.audit_log WHERE org_id = $1 AND action = 'settings.replaced' ORDER BY created_at, id`, [owner.orgId]);
-    for (const { change } of changes) {
-      const described = await temporal().workflow.getHandle(`hive-settings-${change}`).describe();
+    // Each replacement ran as its workflow, named by the node and the record (the change's own id and author name no workflow).
+    for (const settings of [first, second]) {
+      const workflowId = adminChangeWorkflowId({ kind: 'settings.replace', changeId: '', orgId: owner.orgId, nodeId: owner.rootNodeId, settings: settings as SettingsRecord, by: { personId: null, tokenId: '' } });
+      const described = await temporal().workflow.getHandle(workflowId).describe();
       expect([described.type, described.status.name]).toEqual(['hiveAdminChangeWorkflow', 'COMPLETED']);
     }
   });
@@ -323,8 +325,13 @@ describe('POST /v1/admin/erase', () => {
     expect(lifted.status).toBe(200);
     expect(lifted.body).toMatchObject({ hold: { status: 'lifted' }, woken_erasures: [jobId] });
     // Placing and lifting ran as workflows, readable in the Web UI; the lift's signals came from its workflow.
-    for (const step of ['placed', 'lifted']) {
-      const described = await temporal().workflow.getHandle(`hive-hold-${hold.body.hold.id}-${step}`).describe();
+    const { rows: [{ placed_token: tokenId }] } = await db().query(`SELECT placed_token FROM hive.legal_holds WHERE id = $1`, [hold.body.hold.id]);
+    const by = { personId: null, tokenId };
+    for (const workflowId of [
+      adminChangeWorkflowId({ kind: 'hold.place', holdId: '', orgId: owner.orgId, nodeId: hold.body.hold.node.id, reason: 'court order 12', by }),
+      adminChangeWorkflowId({ kind: 'hold.lift', holdId: hold.body.hold.id, orgId: owner.orgId, by }),
+    ]) {
+      const described = await temporal().workflow.getHandle(workflowId).describe();
       expect([described.type, described.status.name]).toEqual(['hiveAdminChangeWorkflow', 'COMPLETED']);
     }
     const liftHistory = await temporal().workflow.getHandle(`hive-hold-${hold.body.hold.id}-lifted`).fetchHistory();
@@ -369,6 +376,47 @@ describe('POST /v1/admin/embed', () => {
     const schedule = await temporal().schedule.getHandle(`hive-embed-sweep-${world.hive.config.TEMPORAL_TASK_QUEUE}`).describe();
     expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'hiveEmbedSweepWorkflow' });
   }, 60_000);
+});
+
+describe('a change asked while no worker runs', () => {
+  it('answers 503 with Retry-After, stays queued, and the same request sent again once a worker runs joins it: one hold, one settings change', async () => {
+    const owner = await signUp(world, 'outage');
+    await createNode(world, owner.token, 'outage', 'case');
+    const placement = { action: 'place', node: 'outage/case', reason: 'regulator inquiry' };
+    const replacement = { node: 'outage', settings: { retention: [{ kind: 'note', max_age_days: 30 }], sensitivity: 'confidential', audit_row_days: 90 } };
+    const holds = async () => (await post('/v1/admin/hold', owner.token, { action: 'list', include_lifted: true })).body.data;
+
+    await worker.stop();
+    try {
+      // Both wait out the bound together, each on its own workflow that no worker polls.
+      const answers = await Promise.all([post('/v1/admin/hold', owner.token, placement), post('/v1/admin/settings', owner.token, replacement)]);
+      for (const answer of answers) {
+        expect([answer.status, answer.headers.get('retry-after')]).toEqual([503, '10']);
+        expect(answer.body).toEqual({ error: expect.stringMatching(/^The change is queued: no worker has run it within 10 seconds, and it applies once one does\. Send the same request again to see it; it joins this change/) });
+      }
+      expect(await holds()).toEqual([]);
+      expect(await auditActions(owner.orgId)).toEqual([]);
+    } finally {
+      await worker.restart();
+    }
+
+    // Sent again: it joins the queued change (or, once that has run, finds its hold standing), so there is one hold and the answer carries it.
+    const placed = await post('/v1/admin/hold', owner.token, placement);
+    expect(placed.status, placed.text).toBe(201);
+    expect(placed.body.hold).toMatchObject({ id: expect.stringMatching(/^hld_/), node: { path: 'outage/case' }, reason: 'regulator inquiry', status: 'active' });
+    expect(await holds()).toEqual([placed.body.hold]);
+    const replaced = await post('/v1/admin/settings', owner.token, replacement);
+    expect(replaced.status, replaced.text).toBe(200);
+    expect(replaced.body).toMatchObject({ settings: replacement.settings, source: 'own' });
+    expect((await auditActions(owner.orgId)).sort()).toEqual(['hold.placed', 'settings.replaced']);
+
+    // Once the hold is lifted, the same placement is a new hold.
+    expect((await post('/v1/admin/hold', owner.token, { action: 'lift', id: placed.body.hold.id })).status).toBe(200);
+    const again = await post('/v1/admin/hold', owner.token, placement);
+    expect(again.status, again.text).toBe(201);
+    expect(again.body.hold.id).not.toBe(placed.body.hold.id);
+    expect((await holds()).map((hold: { id: string; status: string }) => [hold.id, hold.status])).toEqual([[placed.body.hold.id, 'lifted'], [again.body.hold.id, 'active']]);
+  }, 300_000);
 });
 
 const { PendingActivityState } = proto.temporal.api.enums.v1;

@@ -1,5 +1,5 @@
 import { getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
-import type { HiveAdminChange } from '../shared/hive/compliance/jobs.js';
+import type { HiveAdminChange, HiveAdminChangeResult } from '../shared/hive/compliance/jobs.js';
 import type { HiveActivities } from '../workers/hive-activities.js';
 import { QUICK_STEP } from './activity-profiles.js';
 import { holdLiftedSignal } from './hive-erasure.js';
@@ -7,19 +7,23 @@ import { holdLiftedSignal } from './hive-erasure.js';
 const steps = proxyActivities<HiveActivities>(QUICK_STEP);
 
 /**
- * A legal hold placed or lifted, or a node's settings replaced (workflow id names the change, so
- * a retried request joins the change already made). Each is one transaction with its audit row,
- * made idempotent by the change's own id; a lift then signals every queued erasure of the
- * organisation from here, so a worker that dies between the lift and the signals still wakes them.
+ * A legal hold placed or lifted, or a node's settings replaced (the workflow id is made of what
+ * was asked, so the same request sent again joins the change while it runs). Each is one
+ * transaction with its audit row, made idempotent by the change's own id; a placement answers the
+ * hold it stands for, so a request that joined gets the same hold. A lift then signals every
+ * queued erasure of the organisation from here, so a worker that dies between the lift and the
+ * signals still wakes them.
  */
-export async function hiveAdminChangeWorkflow(change: HiveAdminChange): Promise<{ woken: string[] }> {
+export async function hiveAdminChangeWorkflow(change: HiveAdminChange): Promise<HiveAdminChangeResult> {
   switch (change.kind) {
-    case 'hold.place':
-      await steps.placeHiveHold(change);
-      return { woken: [] };
+    case 'hold.place': {
+      // A step recorded before it answered the hold's id (undefined in its history) placed the change's own.
+      const holdId = (await steps.placeHiveHold(change)) ?? change.holdId;
+      return { holdId, woken: [] };
+    }
     case 'settings.replace':
       await steps.replaceHiveSettings(change);
-      return { woken: [] };
+      return { holdId: null, woken: [] };
     case 'hold.lift': {
       const queued = await steps.liftHiveHold(change);
       const woken: string[] = [];
@@ -31,7 +35,7 @@ export async function hiveAdminChangeWorkflow(change: HiveAdminChange): Promise<
           // An erasure that ended meanwhile has nothing to wake; one that is still queued looks at the holds hourly.
         }
       }
-      return { woken };
+      return { holdId: change.holdId, woken };
     }
   }
 }

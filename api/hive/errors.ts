@@ -12,6 +12,7 @@ export const errorHandler: ErrorRequestHandler = (error: unknown, req, res, next
   if (error instanceof HiveError) {
     if (error.status >= 500) req.log.error({ err: error }, 'request failed');
     if (res.headersSent) return next(error);
+    if (error.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(error.retryAfterSeconds));
     return res.status(error.status).json(toHiveErrorBody(error));
   }
   // Anything else (the body parser's refusals, a zod failure, a database refusal, a bug) keeps the

@@ -12,6 +12,8 @@ export class HiveError extends Error {
     message: string,
     /** What a refusal reports beside its message (an erasure refused under a legal hold: what it would have done). */
     readonly detail?: Record<string, unknown>,
+    /** A 503's Retry-After header: when asking again may find what was away. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(boundedMessage(message));
     this.name = 'HiveError';
@@ -20,6 +22,11 @@ export class HiveError extends Error {
 
 export function hiveError(status: number, message: string, detail?: Record<string, unknown>): HiveError {
   return new HiveError(status, message, detail);
+}
+
+/** A 503 to ask again after `retryAfterSeconds` (what answers the request is away for now). */
+export function hiveUnavailable(message: string, retryAfterSeconds: number): HiveError {
+  return new HiveError(503, message, undefined, retryAfterSeconds);
 }
 
 export interface HiveErrorBody {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { contentHash } from '../content-hash.js';
 import { serviceError } from '../errors.js';
 
 /**
@@ -35,7 +36,7 @@ export class IdempotencyStore {
   /** Claims the key for this request, or returns the original result when it already has one. */
   async begin(scope: IdempotencyScope, body: unknown): Promise<{ replay: StoredResult } | { claimed: true }> {
     const redisKey = this.redisKey(scope);
-    const bodyHash = hashBody(body);
+    const bodyHash = contentHash(body);
     const deadline = Date.now() + WAIT_LIMIT_MS;
     for (;;) {
       const claimed = await this.redis.set(redisKey, JSON.stringify({ state: 'pending', bodyHash } satisfies Entry), 'EX', REPLAY_WINDOW_SECONDS, 'NX');
@@ -52,7 +53,7 @@ export class IdempotencyStore {
 
   /** Stores the result for replay, within the 24 hours counted from the first request. */
   async complete(scope: IdempotencyScope, body: unknown, result: StoredResult): Promise<void> {
-    await this.redis.set(this.redisKey(scope), JSON.stringify({ state: 'done', bodyHash: hashBody(body), result } satisfies Entry), 'KEEPTTL', 'XX');
+    await this.redis.set(this.redisKey(scope), JSON.stringify({ state: 'done', bodyHash: contentHash(body), result } satisfies Entry), 'KEEPTTL', 'XX');
   }
 
   /** Gives the key back after a failed call. */
@@ -81,15 +82,4 @@ export class IdempotencyStore {
     const key = createHash('sha256').update(scope.key).digest('hex');
     return `${this.prefix}:idem:${scope.developerId}:${scope.customerId ?? '-'}:${key}`;
   }
-}
-
-/** The same body is the same request whatever the order of its object keys. */
-function hashBody(body: unknown): string {
-  return createHash('sha256').update(JSON.stringify(canonical(body))).digest('hex');
-}
-
-function canonical(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(canonical);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.keys(value).sort().map((key) => [key, canonical((value as Record<string, unknown>)[key])]));
-  return value;
 }

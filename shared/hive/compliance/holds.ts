@@ -21,26 +21,35 @@ export async function holdAction(services: ComplianceServices, credential: HiveC
       return { data: (await repo.holdsOf(services.db, credential.orgId, input.include_lifted)).map(formatHold) };
     case 'place': {
       const node = await nodeWithRole(services.db, credential, input.node, 'owner');
-      const holdId = newId('hld_');
-      await runAdminChange(services, `hive-hold-${holdId}-placed`, { kind: 'hold.place', holdId, orgId: credential.orgId, nodeId: node.id, reason: input.reason, by });
-      return { hold: formatHold((await repo.holdById(services.db, credential.orgId, holdId))!) };
+      // The hold is the one the workflow answers: this request's, or the same placement's already standing.
+      const { holdId } = await runAdminChange(services, { kind: 'hold.place', holdId: newId('hld_'), orgId: credential.orgId, nodeId: node.id, reason: input.reason, by });
+      return { hold: formatHold((await repo.holdById(services.db, credential.orgId, holdId!))!) };
     }
     case 'lift': {
       const found = await repo.holdById(services.db, credential.orgId, input.id);
       if (!found) throw hiveError(404, `No legal hold ${input.id}.`);
       if (found.lifted_at) return { hold: formatHold(found), woken_erasures: [] };
-      const { woken } = await runAdminChange(services, `hive-hold-${found.id}-lifted`, { kind: 'hold.lift', holdId: found.id, orgId: credential.orgId, by });
+      const { woken } = await runAdminChange(services, { kind: 'hold.lift', holdId: found.id, orgId: credential.orgId, by });
       return { hold: formatHold((await repo.holdById(services.db, credential.orgId, found.id))!), woken_erasures: woken };
     }
   }
 }
 
-/** The step of a placement: the hold and its audit row, once (a retried step finds its hold placed). */
-export async function placeHold(db: Db, change: Extract<HiveAdminChange, { kind: 'hold.place' }>): Promise<void> {
-  await withTransaction(db, async (client) => {
+/**
+ * The step of a placement: the hold and its audit row, once; answers the hold's id. The same
+ * placement (organisation, node, reason, token) while its hold is still active is that hold, so a
+ * retried step, or the request sent again after its workflow closed, places no second one; once
+ * that hold is lifted, asking again places a new hold.
+ */
+export async function placeHold(db: Db, change: Extract<HiveAdminChange, { kind: 'hold.place' }>): Promise<string> {
+  return withTransaction(db, async (client) => {
     await repo.lockOrganisationHolds(client, [change.orgId]);
-    if (!(await repo.insertHold(client, { id: change.holdId, orgId: change.orgId, nodeId: change.nodeId, reason: change.reason, ...change.by }))) return;
-    await repo.insertAudit(client, [{ orgId: change.orgId, nodeId: change.nodeId, action: 'hold.placed', ...change.by, detail: { hold: change.holdId, reason: change.reason } }]);
+    const standing = await repo.activeHoldPlacedAlike(client, { orgId: change.orgId, nodeId: change.nodeId, reason: change.reason, tokenId: change.by.tokenId });
+    if (standing) return standing;
+    if (await repo.insertHold(client, { id: change.holdId, orgId: change.orgId, nodeId: change.nodeId, reason: change.reason, ...change.by })) {
+      await repo.insertAudit(client, [{ orgId: change.orgId, nodeId: change.nodeId, action: 'hold.placed', ...change.by, detail: { hold: change.holdId, reason: change.reason } }]);
+    }
+    return change.holdId;
   });
 }
 

@@ -1,9 +1,11 @@
+import { isGrpcDeadlineError } from '@temporalio/client';
 import type { Config } from '../../config.js';
+import { contentHash } from '../../content-hash.js';
 import type { Queryable } from '../../db/pool.js';
 import type { Infrastructure } from '../../platform/infrastructure.js';
 import type { ProviderRegistry } from '../../providers/registry.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
-import { hiveError } from '../errors.js';
+import { hiveError, hiveUnavailable } from '../errors.js';
 import type { ReachedNodeRow } from '../repository.js';
 import * as repo from './repository.js';
 import type { SettingsRecord } from './schemas.js';
@@ -37,20 +39,66 @@ export type HiveAdminChange =
   | { kind: 'settings.replace'; changeId: string; orgId: string; nodeId: string; settings: SettingsRecord; by: ChangeAuthor };
 type ChangeAuthor = { personId: string | null; tokenId: string };
 
+/** What hiveAdminChangeWorkflow answers: the hold a placement or a lift stands for (null for settings), the erasures a lift woke. */
+export type HiveAdminChangeResult = { holdId: string | null; woken: string[] };
+
+/**
+ * How long a route waits for its change's workflow. A healthy run is one short transaction (a
+ * second or two at worst on a loaded machine), so a change not done by then has no worker taking
+ * it: the caller hears so well before the 30 to 60 s at which clients and proxies give up.
+ */
+export const ADMIN_CHANGE_WAIT_MS = 10_000;
+/** The Retry-After of that answer: a worker that restarts polls again within about this long. */
+const ADMIN_CHANGE_RETRY_AFTER_SECONDS = 10;
+
+/**
+ * The workflow id of a change, made of what was asked rather than of a fresh id, so the same
+ * request sent again (a client retrying after a timeout or a 503) joins the change it made:
+ * a placement by the organisation, node, reason and token that asks it (the token names its
+ * person); a replacement by the node and the record; a lift by its hold.
+ */
+export function adminChangeWorkflowId(change: HiveAdminChange): string {
+  switch (change.kind) {
+    case 'hold.place':
+      return `hive-hold-placed-${change.nodeId}-${contentHash([change.orgId, change.nodeId, change.reason, change.by.tokenId]).slice(0, 32)}`;
+    case 'hold.lift':
+      return `hive-hold-${change.holdId}-lifted`;
+    case 'settings.replace':
+      return `hive-settings-${change.nodeId}-${contentHash(change.settings).slice(0, 32)}`;
+  }
+}
+
 /**
  * Runs one administrative change (a hold placed or lifted, settings replaced) as its workflow,
- * hiveAdminChangeWorkflow, and waits for it; the workflow id names the change, so the same change
- * asked twice joins the first.
+ * hiveAdminChangeWorkflow, and waits for it at most ADMIN_CHANGE_WAIT_MS. While it runs, the same
+ * change asked again joins it (USE_EXISTING) and gets its answer. Once it has closed, asking
+ * again starts a new run (ALLOW_DUPLICATE): its step finds the change already made (the hold still
+ * active, the record already the node's own, the hold lifted) and answers that, or makes it anew
+ * if it was undone meanwhile, as a user would expect of asking for a state. Without a worker the
+ * answer is a 503; the workflow stays queued and the change applies once a worker runs it.
  */
-export async function runAdminChange(services: ComplianceServices, workflowId: string, change: HiveAdminChange): Promise<{ woken: string[] }> {
-  const handle = await services.temporal.client.workflow.start('hiveAdminChangeWorkflow', {
-    taskQueue: services.config.TEMPORAL_TASK_QUEUE,
-    workflowId,
-    args: [change],
-    workflowIdConflictPolicy: 'USE_EXISTING',
-    staticSummary: `Hive ${change.kind}`,
+export async function runAdminChange(services: ComplianceServices, change: HiveAdminChange): Promise<HiveAdminChangeResult> {
+  const { client } = services.temporal;
+  // The deadline covers starting too: a Temporal that does not answer is its own 503 (api/middleware/errors.ts).
+  return client.withDeadline(Date.now() + ADMIN_CHANGE_WAIT_MS, async () => {
+    const handle = await client.workflow.start('hiveAdminChangeWorkflow', {
+      taskQueue: services.config.TEMPORAL_TASK_QUEUE,
+      workflowId: adminChangeWorkflowId(change),
+      args: [change],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      staticSummary: `Hive ${change.kind}`,
+    });
+    try {
+      return (await handle.result()) as HiveAdminChangeResult;
+    } catch (error) {
+      if (!isGrpcDeadlineError(error)) throw error;
+      throw hiveUnavailable(
+        `The change is queued: no worker has run it within ${ADMIN_CHANGE_WAIT_MS / 1_000} seconds, and it applies once one does. Send the same request again to see it; it joins this change rather than making another.`,
+        ADMIN_CHANGE_RETRY_AFTER_SECONDS,
+      );
+    }
   });
-  return handle.result() as Promise<{ woken: string[] }>;
 }
 
 /** The organisation's root node, when the caller is its owner (compliance needs owner on the organisation). */

@@ -94,6 +94,17 @@ export async function insertHold(db: Queryable, hold: { id: string; orgId: strin
   return rowCount === 1;
 }
 
+/** The active hold the same token placed on the node for the same reason, if one stands (the oldest). */
+export async function activeHoldPlacedAlike(db: Queryable, hold: { orgId: string; nodeId: string; reason: string; tokenId: string }): Promise<string | undefined> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM hive.legal_holds
+      WHERE org_id = $1 AND node_id = $2 AND reason = $3 AND placed_token = $4 AND lifted_at IS NULL
+      ORDER BY placed_at, id LIMIT 1`,
+    [hold.orgId, hold.nodeId, hold.reason, hold.tokenId],
+  );
+  return rows[0]?.id;
+}
+
 export async function holdById(db: Queryable, orgId: string, id: string, lock = false): Promise<HoldRow | undefined> {
   const { rows } = await db.query<HoldRow>(
     `SELECT ${HOLD_COLUMNS} FROM hive.legal_holds h JOIN hive.nodes n ON n.id = h.node_id WHERE h.id = $1 AND h.org_id = $2 ${lock ? 'FOR UPDATE OF h' : ''}`,

@@ -1,9 +1,10 @@
+import { contentHash } from '../../content-hash.js';
 import { withTransaction, type Db, type Queryable } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
 import type { ReachedNodeRow } from '../repository.js';
 import { runAdminChange, type ComplianceServices, type HiveAdminChange } from './jobs.js';
-import { auditedChange, DEFAULT_AUDIT_ROW_DAYS, insertAudit, lockOrganisationHolds, replaceSettings, settingsInForce } from './repository.js';
+import { auditedChange, DEFAULT_AUDIT_ROW_DAYS, insertAudit, lockOrganisationHolds, replaceSettings, settingsInForce, type SettingsRow } from './repository.js';
 import type { SettingsRecord } from './schemas.js';
 
 /**
@@ -18,15 +19,18 @@ export const DEFAULT_SETTINGS: SettingsRecord = { retention: [], sensitivity: 'i
 export async function nodeSettings(services: ComplianceServices, credential: HiveCredential, input: { node: string; settings?: SettingsRecord }) {
   const node = await nodeWithRole(services.db, credential, input.node, 'admin');
   if (input.settings) {
-    const changeId = newId('chg_');
-    await runAdminChange(services, `hive-settings-${changeId}`, {
-      kind: 'settings.replace', changeId, orgId: node.org_id, nodeId: node.id, settings: input.settings, by: { personId: credential.personId, tokenId: credential.tokenId },
+    await runAdminChange(services, {
+      kind: 'settings.replace', changeId: newId('chg_'), orgId: node.org_id, nodeId: node.id, settings: input.settings, by: { personId: credential.personId, tokenId: credential.tokenId },
     });
   }
   return settingsView(services.db, node);
 }
 
-/** The step of a replacement: the record and its audit row, once (the audit row names the change). */
+/**
+ * The step of a replacement: the record and its audit row, once (the audit row names the change).
+ * A record the node has as its own already is left as it is, without an audit row: that is the
+ * same request sent again after its change was made.
+ */
 export async function replaceNodeSettings(db: Db, change: Extract<HiveAdminChange, { kind: 'settings.replace' }>): Promise<void> {
   await withTransaction(db, async (client) => {
     // The organisation's compliance lock: a step still running when its retry starts cannot write twice.
@@ -34,6 +38,7 @@ export async function replaceNodeSettings(db: Db, change: Extract<HiveAdminChang
     if (await auditedChange(client, change.orgId, change.changeId)) return;
     const previous = await settingsInForce(client, change.nodeId);
     const record = change.settings;
+    if (previous?.node_id === change.nodeId && contentHash(recordOf(previous)) === contentHash(record)) return;
     await replaceSettings(client, { nodeId: change.nodeId, orgId: change.orgId, retention: record.retention, sensitivity: record.sensitivity, auditRowDays: record.audit_row_days, ...change.by });
     await insertAudit(client, [{
       orgId: change.orgId, nodeId: change.nodeId, action: 'settings.replaced', ...change.by,
@@ -42,11 +47,13 @@ export async function replaceNodeSettings(db: Db, change: Extract<HiveAdminChang
   });
 }
 
+const recordOf = (row: SettingsRow): SettingsRecord => ({ retention: row.retention, sensitivity: row.sensitivity, audit_row_days: row.audit_row_days });
+
 async function settingsView(db: Queryable, node: ReachedNodeRow) {
   const found = await settingsInForce(db, node.id);
   return {
     node: { id: node.id, path: node.name_path },
-    settings: found ? { retention: found.retention, sensitivity: found.sensitivity, audit_row_days: found.audit_row_days } : DEFAULT_SETTINGS,
+    settings: found ? recordOf(found) : DEFAULT_SETTINGS,
     /** Whose record is in force: this node's, an ancestor's, or none (the defaults). */
     source: found ? (found.node_id === node.id ? 'own' : 'inherited') : 'default',
     from: found ? { id: found.node_id, path: found.node_path } : null,
