@@ -2,10 +2,8 @@ import { loadConfig } from '../shared/config.js';
 import { createGatewayServices } from '../shared/composition/gateway.js';
 import { startConsumers } from '../shared/platform/queues.js';
 import { createRedis } from '../shared/platform/redis.js';
-import { consumerDefinitions, scheduleRecurringJobs } from './consumers.js';
-import { scheduleWebhookJobs } from '../shared/webhooks/delivery.js';
-import { scheduleBatchJobs } from './batch-consumers.js';
-import { scheduleVectorStoreJobs } from './vector-store-consumers.js';
+import { consumerDefinitions } from './consumers.js';
+import { startQueueUpkeep } from './queue-recovery.js';
 import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { ensurePruneSchedule } from '../shared/brains/upkeep.js';
 import { ensureComplianceSchedules } from '../shared/hive/compliance/schedules.js';
@@ -24,12 +22,9 @@ const bundle = await bundleWorkflowsInChildProcess();
 const { worker, connection } = await createTemporalWorker(platform, { bundle });
 const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
 const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
-await scheduleRecurringJobs(platform.queues);
-await scheduleWebhookJobs(platform.queues, config);
-await scheduleBatchJobs(platform.queues);
-await scheduleVectorStoreJobs(platform.queues);
 if (config.SVC_BRAINS_ENABLED) await ensurePruneSchedule(platform);
 await ensureComplianceSchedules(platform);
+const queueUpkeep = await startQueueUpkeep(platform, logger);
 const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 
 logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.temporalAddress, consumers: consumers.length, cpuThreads: config.CPU_POOL_THREADS }, 'worker polling');
@@ -48,6 +43,7 @@ try {
   // Resolves once shutdown() has let in-flight workflow and activity tasks finish.
   await worker.run();
 } finally {
+  await queueUpkeep.close();
   await outboxListener.close();
   await Promise.allSettled(consumers.map((consumer) => consumer.close()));
   await Promise.allSettled([blockingRedis.quit(), connection.close()]);

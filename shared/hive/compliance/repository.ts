@@ -565,6 +565,16 @@ export async function unembeddedAfter(db: Queryable, orgId: string | null, after
   return rows;
 }
 
+/** Whether any live memory has waited `seconds` for the vector of its current version (its queued job was lost). */
+export async function anyLeftUnembedded(db: Queryable, seconds: number): Promise<boolean> {
+  const { rows } = await db.query<{ left: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM hive.memories
+                     WHERE forgotten_at IS NULL AND embedded_version IS DISTINCT FROM version AND updated_at < now() - make_interval(secs => $1)) AS left`,
+    [seconds],
+  );
+  return rows[0]!.left;
+}
+
 /** Events an erasure job deleted, as its audit rows record them. */
 export async function auditedEventCount(db: Queryable, jobId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
