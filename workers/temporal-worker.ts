@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -41,21 +41,56 @@ export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
 /**
  * The same bundle, made by a child process (workers/bundle-workflows.ts): webpack peaks at a few
  * hundred MB, and a resident high-water mark never comes down, so the long-running worker process
- * keeps its own peak to what its work needs.
+ * keeps its own peak to what its work needs. The bundle is kept in node_modules/.cache under a
+ * hash of what goes into it, so a worker restarted after a crash polls again seconds sooner.
  */
 export async function bundleWorkflowsInChildProcess(): Promise<WorkflowBundleWithSourceMap> {
-  const directory = await mkdtemp(path.join(os.tmpdir(), 'svc-workflow-bundle-'));
-  const target = path.join(directory, 'bundle.json');
+  const cached = path.join(BUNDLE_CACHE_DIR, `${await bundleInputsHash()}.json`);
+  const hit = await readFile(cached, 'utf8').catch(() => undefined);
+  if (hit) return JSON.parse(hit) as WorkflowBundleWithSourceMap;
+  await mkdir(BUNDLE_CACHE_DIR, { recursive: true });
+  // Written under a name of its own and renamed: replicas starting together never read half a file.
+  const target = `${cached}.${process.pid}.tmp`;
   try {
     await new Promise<void>((resolve, reject) => {
       const child = spawn(process.execPath, [...process.execArgv, BUNDLER_PATH, target], { stdio: ['ignore', 'inherit', 'inherit'] });
       child.once('error', reject);
       child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`the workflow bundler exited with code ${code}, signal ${signal}`))));
     });
-    return JSON.parse(await readFile(target, 'utf8')) as WorkflowBundleWithSourceMap;
+    const bundle = await readFile(target, 'utf8');
+    await rename(target, cached);
+    await pruneBundleCache();
+    return JSON.parse(bundle) as WorkflowBundleWithSourceMap;
   } finally {
-    await rm(directory, { recursive: true, force: true });
+    await rm(target, { force: true });
   }
+}
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BUNDLE_CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'svc-workflow-bundle');
+
+/** Keeps the newest few bundles (a checkout switching between branches reuses them), 1.8 MB each. */
+async function pruneBundleCache(keep = 4): Promise<void> {
+  const names = (await readdir(BUNDLE_CACHE_DIR)).filter((name) => name.endsWith('.json'));
+  const aged = await Promise.all(names.map(async (name) => ({ name, modified: (await stat(path.join(BUNDLE_CACHE_DIR, name))).mtimeMs })));
+  for (const { name } of aged.sort((a, b) => b.modified - a.modified).slice(keep)) await rm(path.join(BUNDLE_CACHE_DIR, name), { force: true });
+}
+
+/**
+ * What a bundle is made of: every source file under workflows/ and shared/ (workflows import
+ * shared/ for types and constants), the installed packages (package-lock.json) and the Node
+ * version. Any change makes a new bundle; reading the files costs milliseconds.
+ */
+async function bundleInputsHash(): Promise<string> {
+  const hash = createHash('sha256').update(process.version);
+  const files = [path.join(ROOT, 'package-lock.json')];
+  for (const folder of ['workflows', 'shared']) {
+    for (const entry of await readdir(path.join(ROOT, folder), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && entry.name.endsWith('.ts')) files.push(path.join(entry.parentPath, entry.name));
+    }
+  }
+  for (const file of files.sort()) hash.update(file).update(await readFile(file));
+  return hash.digest('hex').slice(0, 32);
 }
 
 export interface TemporalWorkerOptions {
