@@ -11,6 +11,7 @@ import { parseChatInput, planChat } from '../inference/chat.js';
 import { completeChat } from '../inference/complete-chat.js';
 import { resolutionContextFor } from '../models/definitions.js';
 import { microsToUsd } from '../money.js';
+import { workflowResultBy } from '../platform/temporal.js';
 import { openText, sealText, type StoreKeys } from '../vector-stores/crypto.js';
 import { learningAad } from './aad.js';
 import { retune } from './autotune.js';
@@ -180,10 +181,8 @@ async function startLearnWorkflow(platform: LearnServices, passId: string): Prom
 
 /** The pass's outcome once it has one, waiting up to `timeoutMs`; null if it is still learning then. */
 export async function awaitPass(platform: LearnServices, passId: string, timeoutMs: number): Promise<LearnResult | null> {
-  const handle = platform.temporal.client.workflow.getHandle(passId);
-  const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), timeoutMs).unref());
-  const ended = await Promise.race([handle.result().then(() => true, () => true), timeout]);
-  if (!ended) return null;
+  // However the workflow ended (a failed pass, Temporal away), the pass's row tells.
+  await workflowResultBy(platform.temporal.client.workflow.getHandle(passId), Date.now() + timeoutMs).catch(() => undefined);
   const pass = await learned.findLearnPass(platform.db, passId);
   return pass && pass.status !== 'learning' ? (pass.result as unknown as LearnResult) : null;
 }

@@ -1,8 +1,8 @@
-import { isGrpcDeadlineError } from '@temporalio/client';
 import type { Config } from '../../config.js';
 import { contentHash } from '../../content-hash.js';
 import type { Queryable } from '../../db/pool.js';
 import type { Infrastructure } from '../../platform/infrastructure.js';
+import { workflowResultBy } from '../../platform/temporal.js';
 import type { ProviderRegistry } from '../../providers/registry.js';
 import { nodeWithRole, type HiveCredential } from '../access.js';
 import { hiveError, hiveUnavailable } from '../errors.js';
@@ -78,27 +78,20 @@ export function adminChangeWorkflowId(change: HiveAdminChange): string {
  * answer is a 503; the workflow stays queued and the change applies once a worker runs it.
  */
 export async function runAdminChange(services: ComplianceServices, change: HiveAdminChange): Promise<HiveAdminChangeResult> {
-  const { client } = services.temporal;
-  // The deadline covers starting too: a Temporal that does not answer is its own 503 (api/middleware/errors.ts).
-  return client.withDeadline(Date.now() + ADMIN_CHANGE_WAIT_MS, async () => {
-    const handle = await client.workflow.start('hiveAdminChangeWorkflow', {
-      taskQueue: services.config.TEMPORAL_TASK_QUEUE,
-      workflowId: adminChangeWorkflowId(change),
-      args: [change],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      staticSummary: `Hive ${change.kind}`,
-    });
-    try {
-      return (await handle.result()) as HiveAdminChangeResult;
-    } catch (error) {
-      if (!isGrpcDeadlineError(error)) throw error;
-      throw hiveUnavailable(
-        `The change is queued: no worker has run it within ${ADMIN_CHANGE_WAIT_MS / 1_000} seconds, and it applies once one does. Send the same request again to see it; it joins this change rather than making another.`,
-        ADMIN_CHANGE_RETRY_AFTER_SECONDS,
-      );
-    }
+  const handle = await services.temporal.client.workflow.start('hiveAdminChangeWorkflow', {
+    taskQueue: services.config.TEMPORAL_TASK_QUEUE,
+    workflowId: adminChangeWorkflowId(change),
+    args: [change],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    staticSummary: `Hive ${change.kind}`,
   });
+  const result = await workflowResultBy<HiveAdminChangeResult>(handle, Date.now() + ADMIN_CHANGE_WAIT_MS);
+  if (result) return result;
+  throw hiveUnavailable(
+    `The change is queued: no worker has run it within ${ADMIN_CHANGE_WAIT_MS / 1_000} seconds, and it applies once one does. Send the same request again to see it; it joins this change rather than making another.`,
+    ADMIN_CHANGE_RETRY_AFTER_SECONDS,
+  );
 }
 
 /** The organisation's root node, when the caller is its owner (compliance needs owner on the organisation). */
@@ -126,13 +119,8 @@ export async function startJobWorkflow(services: ComplianceServices, job: Pick<r
 /** The job once its workflow has ended, or as it stands after `waitSeconds`. */
 export async function awaitJob(services: ComplianceServices, jobId: string, waitSeconds: number): Promise<{ status: 200 | 202; job: JobView }> {
   if (waitSeconds > 0) {
-    const handle = services.temporal.client.workflow.getHandle(jobId);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, waitSeconds * 1_000);
-    });
-    await Promise.race([handle.result().then(() => undefined, () => undefined), timeout]);
-    clearTimeout(timer);
+    // However it ended (completed, failed, terminated, Temporal away), the job's row tells.
+    await workflowResultBy(services.temporal.client.workflow.getHandle(jobId), Date.now() + waitSeconds * 1_000).catch(() => undefined);
   }
   const job = await viewJob(services.db, jobId);
   return { status: job.status === 'completed' ? 200 : 202, job };
