@@ -21,6 +21,12 @@ export function createPool(connectionString: string, max: number, logger: Logger
   vectorParsers.set(pool, parsers);
   // An idle client losing its server must not crash the process; the next checkout reconnects.
   pool.on('error', (error) => logger.warn({ err: error }, 'idle PostgreSQL client failed'));
+  // Nor may a checked-out one: pg-pool listens for errors only on idle clients, and a client whose
+  // server goes away (PostgreSQL stopped or restarted) emits 'error' even when its query already
+  // failed with the same cause. Unheard, that event ends the process: the fault suite saw the API
+  // and the worker exit on it. The query's own rejection reaches the request (503); the dead client
+  // is dropped from the pool when it is released.
+  pool.on('connect', (client) => client.on('error', (error) => logger.warn({ err: error }, 'PostgreSQL connection lost while in use')));
   return pool;
 }
 
