@@ -32,7 +32,7 @@ export function section(id: string, title: string, about?: string, command = `BE
 }
 
 /** The page's sections in order; the last, the fuzz suite's long run, is written by `npm run fuzz`. */
-export const SECTION_ORDER = ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs', 'hive', 'fuzz'];
+export const SECTION_ORDER = ['front-door', 'hot-path', 'gateway', 'gateway-as-started', 'webhooks', 'batch', 'cpu', 'emulator-embeddings', 'vector-stores', 'assistants', 'brains', 'packs', 'hive', 'faults', 'fuzz'];
 
 /** Prints a table and keeps it for the page. */
 export function table(id: string, caption: string, rows: Row[]): void {
