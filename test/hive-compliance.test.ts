@@ -1,9 +1,17 @@
+import type http from 'node:http';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminChangeWorkflowId } from '../shared/hive/compliance/jobs.js';
+import { createHiveApp } from '../api/hive/app.js';
+import { createHiveServices, type HiveServices } from '../shared/composition/hive.js';
+import { loadConfig } from '../shared/config.js';
+import { adminChangeWorkflowId, startUnstartedComplianceJobs } from '../shared/hive/compliance/jobs.js';
+import { toHiveErrorBody } from '../shared/hive/errors.js';
+import { listen, serverUrl } from '../shared/platform/http-server.js';
 import type { SettingsRecord } from '../shared/hive/compliance/schemas.js';
 import { admitPerson, createNode, signUp, startHiveWorld, type HiveOwner, type HiveWorld } from './support/hive-world.js';
 import { pollUntil } from './support/poll.js';
+import { bearer, call } from './support/test-platform.js';
 import { startWorkerProcess, type WorkerProcess } from './support/worker-process.js';
 
 /**
@@ -344,6 +352,73 @@ describe('POST /v1/admin/erase', () => {
     expect(await events()).toBe(0);
     expect((await post('/v1/admin/hold', owner.token, { action: 'list' })).body.data).toEqual([]);
     expect(await auditActions(owner.orgId)).toEqual(['hold.placed', 'erasure.queued', 'hold.lifted', 'erasure.memories', 'erasure.memories', 'erasure.events', 'erasure.completed']);
+  }, 60_000);
+});
+
+describe('a job whose workflow could not start', () => {
+  // A second hive over the same database whose Temporal is away: nothing listens on port 1.
+  let away: { hive: HiveServices; server: http.Server; baseUrl: string };
+  beforeAll(async () => {
+    const hive = createHiveServices(loadConfig({ ...world.emulated.gateway.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }), 'test-hive-temporal-away');
+    await hive.ready;
+    const server = await listen(createHiveApp(hive), 0, '127.0.0.1', { errorBody: toHiveErrorBody });
+    away = { hive, server, baseUrl: serverUrl(server) };
+  });
+  afterAll(async () => {
+    if (!away) return;
+    away.server.closeAllConnections();
+    await new Promise((resolve) => away.server.close(resolve));
+    await away.hive.close();
+  });
+  const postAway = (path: string, token: string, body: Record<string, unknown>) => call(away.baseUrl, path, { method: 'POST', json: body, headers: bearer(token) });
+  const jobsOf = async (orgId: string) => (await db().query(`SELECT id, status, workflow_started FROM hive.compliance_jobs WHERE org_id = $1`, [orgId])).rows;
+
+  it('answers an erasure 202 with its job, not 503, makes one job, and the start sweep runs it', async () => {
+    const owner = await signUp(world, 'unreached');
+    const email = 'leaver@unreached.test';
+    const leaver = await admitPerson(world, owner.token, { email, node: 'unreached', role: 'member' });
+    const written = await remember(leaver, { node: 'unreached', title: 'Scratch idea', body: 'Try sqlite for tests.' });
+
+    const requested = await postAway('/v1/admin/erase', owner.token, { person: email });
+    expect(requested.status, requested.text).toBe(202);
+    expect(requested.body).toMatchObject({ id: expect.stringMatching(/^cmp_/), object: 'compliance_job', kind: 'erasure', status: 'running', memories: { would_delete: [{ id: written }] } });
+    const jobId = requested.body.id;
+    expect(await jobsOf(owner.orgId)).toEqual([{ id: jobId, status: 'running', workflow_started: false }]);
+    expect(await auditActions(owner.orgId)).toEqual(['erasure.requested']);
+    await expect(temporal().workflow.getHandle(jobId).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+
+    // The worker's sweep, against the real Temporal: it starts the workflow under the job's id, and the worker runs it.
+    expect(await startUnstartedComplianceJobs(world.hive, 0)).toBeGreaterThanOrEqual(1);
+    expect(await temporal().workflow.getHandle(jobId).result()).toBe(jobId);
+    expect(await jobsOf(owner.orgId)).toEqual([{ id: jobId, status: 'completed', workflow_started: true }]);
+    expect(await existing([written])).toEqual([]);
+    expect(await auditActions(owner.orgId)).toEqual(['erasure.requested', 'erasure.memories', 'erasure.completed']);
+  }, 60_000);
+
+  it('keeps the 409 of a legal hold, and a workflow that closed without its job is not started again', async () => {
+    const owner = await signUp(world, 'unreachedhold');
+    const email = 'witness@unreachedhold.test';
+    const witness = await admitPerson(world, owner.token, { email, node: 'unreachedhold', role: 'member' });
+    const written = await remember(witness, { node: 'unreachedhold', title: 'What I saw', body: 'The lorry was red.' });
+    expect((await post('/v1/admin/hold', owner.token, { action: 'place', node: 'unreachedhold', reason: 'court order 7' })).status).toBe(201);
+
+    const refused = await postAway('/v1/admin/erase', owner.token, { person: email });
+    expect(refused.status, refused.text).toBe(409);
+    expect(refused.body).toMatchObject({ would_be: { memories: { deleted: 1 } }, job: { kind: 'erasure', status: 'queued' } });
+    const jobId = refused.body.job.id;
+    expect(await jobsOf(owner.orgId)).toEqual([{ id: jobId, status: 'queued', workflow_started: false }]);
+
+    expect(await startUnstartedComplianceJobs(world.hive, 0)).toBeGreaterThanOrEqual(1);
+    const handle = temporal().workflow.getHandle(jobId);
+    const started = await handle.describe();
+    expect([started.type, started.status.name]).toEqual(['hiveErasureWorkflow', 'RUNNING']);
+    // An operator ends it; the job stays queued, for them, and no sweep starts it again.
+    await handle.terminate('stopped by an operator');
+    await startUnstartedComplianceJobs(world.hive, 0);
+    const after = await handle.describe();
+    expect([after.runId, after.status.name]).toEqual([started.runId, 'TERMINATED']);
+    expect(await jobsOf(owner.orgId)).toEqual([{ id: jobId, status: 'queued', workflow_started: true }]);
+    expect(await existing([written])).toEqual([written]);
   }, 60_000);
 });
 

@@ -5,7 +5,7 @@ import type { GatewayServices } from '../shared/composition/gateway.js';
 import { webhookConsumerDefinitions } from './webhook-consumers.js';
 import { batchConsumerDefinitions } from './batch-consumers.js';
 import { vectorStoreConsumerDefinitions } from './vector-store-consumers.js';
-import { hiveEmbeddingConsumer } from '../shared/hive/embedding.js';
+import { hiveConsumerDefinitions } from './hive-consumers.js';
 
 /**
  * The BullMQ consumers this process runs, each a thin adapter over domain code, and the
@@ -30,7 +30,7 @@ export function consumerDefinitions(platform: GatewayServices): ConsumerDefiniti
     ...webhookConsumerDefinitions(platform),
     ...batchConsumerDefinitions(platform),
     ...vectorStoreConsumerDefinitions(platform),
-    hiveEmbeddingConsumer(platform) as ConsumerDefinition,
+    ...hiveConsumerDefinitions(platform),
   ];
 }
 

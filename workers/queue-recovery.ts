@@ -3,12 +3,14 @@ import type { Logger } from '../shared/logger.js';
 import { awayDependency } from '../shared/platform/dependency-errors.js';
 import { startUnstartedBatches } from '../shared/batches/batches.js';
 import { requestRelay, requeueStaleDeliveries, scheduleWebhookJobs } from '../shared/webhooks/delivery.js';
+import { startUnstartedComplianceJobs } from '../shared/hive/compliance/jobs.js';
 import { anyLeftUnembedded } from '../shared/hive/compliance/repository.js';
 import { scheduleIdOf } from '../shared/hive/compliance/schedules.js';
 import { sweepVectorStores } from '../shared/vector-stores/sweep.js';
 import { scheduleRecurringJobs } from './consumers.js';
 import { scheduleBatchJobs } from './batch-consumers.js';
 import { scheduleVectorStoreJobs } from './vector-store-consumers.js';
+import { scheduleHiveJobs } from './hive-consumers.js';
 
 /**
  * Redis holds BullMQ's queues, their job schedulers included, and may lose them: the local Redis
@@ -85,12 +87,13 @@ async function declareSchedules(platform: GatewayServices): Promise<void> {
   await scheduleWebhookJobs(platform.queues, platform.config);
   await scheduleBatchJobs(platform.queues);
   await scheduleVectorStoreJobs(platform.queues);
+  await scheduleHiveJobs(platform.queues);
 }
 
 /**
  * Every pipeline's recovery from PostgreSQL: work untouched for a job lock's length (so not in a
  * live worker's hands) is queued again. Each stage acts only for the attempt it was queued for,
- * a delivery is keyed by its id and a batch's workflow by the batch's, so nothing happens twice.
+ * a delivery is keyed by its id and a batch's or hive job's workflow by its row's, so nothing happens twice.
  */
 export async function recoverQueuedWork(platform: GatewayServices): Promise<Record<string, number>> {
   const grace = recoveryGraceSeconds(platform);
@@ -98,11 +101,12 @@ export async function recoverQueuedWork(platform: GatewayServices): Promise<Reco
   const deliveries = await requeueStaleDeliveries({ ...platform, config: { ...platform.config, WEBHOOK_REQUEUE_AFTER_SECONDS: grace } });
   await requestRelay(platform.queues);
   const batches = await startUnstartedBatches(platform, 0);
+  const hiveJobs = await startUnstartedComplianceJobs(platform, 0);
   // Hive memories queue their embeddings in Redis too; the hourly embedding sweep (a Temporal
   // schedule) embeds every memory without a vector, so it runs now when one waits.
   const embeddings = await anyLeftUnembedded(platform.db, grace);
   if (embeddings) await platform.temporal.client.schedule.getHandle(scheduleIdOf('hive-embed-sweep', platform.config.TEMPORAL_TASK_QUEUE)).trigger();
-  return { ingestsRestarted: ingest.restarted, ingestsFailed: ingest.failed, storeDeletions: ingest.deletions, deliveries, batches, embeddingSweeps: Number(embeddings) };
+  return { ingestsRestarted: ingest.restarted, ingestsFailed: ingest.failed, storeDeletions: ingest.deletions, deliveries, batches, hiveJobs, embeddingSweeps: Number(embeddings) };
 }
 
 function recoveryGraceSeconds(platform: GatewayServices): number {

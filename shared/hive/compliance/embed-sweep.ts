@@ -3,7 +3,7 @@ import { ServiceError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { HiveCredential } from '../access.js';
 import { embedMemory, hiveEmbeddingModel } from '../embedding.js';
-import { awaitJob, ownedOrganisation, startJobWorkflow, type ComplianceServices } from './jobs.js';
+import { ownedOrganisation, startAndAwaitJob, type ComplianceServices } from './jobs.js';
 import * as repo from './repository.js';
 
 /**
@@ -26,8 +26,7 @@ export async function requestEmbedSweep(services: ComplianceServices, credential
     await repo.insertAudit(client, [{ orgId: credential.orgId, nodeId: root.id, action: 'embed.requested', jobId: made.id, personId: credential.personId, tokenId: credential.tokenId }]);
     return made;
   });
-  await startJobWorkflow(services, job);
-  return awaitJob(services, job.id, input.wait_seconds);
+  return startAndAwaitJob(services, job, input.wait_seconds);
 }
 
 export interface EmbedPage {

@@ -2,7 +2,7 @@ import { withTransaction } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import type { HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
-import { awaitJob, itemTotals, ownedOrganisation, PAGE_SIZE, startJobWorkflow, viewJob, type ComplianceServices } from './jobs.js';
+import { itemTotals, ownedOrganisation, PAGE_SIZE, startAndAwaitJob, startCommittedJob, viewJob, type ComplianceServices } from './jobs.js';
 import * as repo from './repository.js';
 
 /**
@@ -36,22 +36,21 @@ export async function requestErasure(services: ComplianceServices, credential: H
     }]);
     return { job, holds, other };
   });
-  await startJobWorkflow(services, planned.job);
-  if (planned.holds.length > 0) {
-    const job = await viewJob(services.db, planned.job.id);
-    const totals = job.counts ?? {};
-    throw hiveError(409, `A legal hold covers what ${person.email} wrote (${planned.holds.map((hold) => `${hold.id} on ${hold.node_path}`).join(', ')}); nothing was erased. The erasure is queued as ${job.id} and runs when the hold lifts.`, {
-      would_be: {
-        memories: { deleted: totals.would_delete ?? 0, anonymised: totals.would_anonymise ?? 0 },
-        events_deleted: planned.other.events,
-        traits_deleted: planned.other.traits,
-        trait_evidence_deleted: planned.other.evidence,
-      },
-      holds: planned.holds.map((hold) => ({ id: hold.id, node: hold.node_path })),
-      job,
-    });
-  }
-  return awaitJob(services, planned.job.id, input.wait_seconds);
+  if (planned.holds.length === 0) return startAndAwaitJob(services, planned.job, input.wait_seconds);
+  // Queued: its workflow waits for the lift (with Temporal away, the sweep starts it later).
+  await startCommittedJob(services, planned.job);
+  const job = await viewJob(services.db, planned.job.id);
+  const totals = job.counts ?? {};
+  throw hiveError(409, `A legal hold covers what ${person.email} wrote (${planned.holds.map((hold) => `${hold.id} on ${hold.node_path}`).join(', ')}); nothing was erased. The erasure is queued as ${job.id} and runs when the hold lifts.`, {
+    would_be: {
+      memories: { deleted: totals.would_delete ?? 0, anonymised: totals.would_anonymise ?? 0 },
+      events_deleted: planned.other.events,
+      traits_deleted: planned.other.traits,
+      trait_evidence_deleted: planned.other.evidence,
+    },
+    holds: planned.holds.map((hold) => ({ id: hold.id, node: hold.node_path })),
+    job,
+  });
 }
 
 export type ErasureStep = 'held' | 'more' | 'done';

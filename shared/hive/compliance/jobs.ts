@@ -1,6 +1,7 @@
 import type { Config } from '../../config.js';
 import { contentHash } from '../../content-hash.js';
 import type { Queryable } from '../../db/pool.js';
+import { awayDependency } from '../../platform/dependency-errors.js';
 import type { Infrastructure } from '../../platform/infrastructure.js';
 import { workflowResultBy } from '../../platform/temporal.js';
 import type { ProviderRegistry } from '../../providers/registry.js';
@@ -100,6 +101,7 @@ export async function ownedOrganisation(db: Queryable, credential: HiveCredentia
   return nodeWithRole(db, credential, root.id, 'owner');
 }
 
+/** Starts the job's workflow, or finds it started, and marks the job so (the start sweep passes it over from then on). */
 export async function startJobWorkflow(services: ComplianceServices, job: Pick<repo.JobRow, 'id' | 'kind'>): Promise<void> {
   try {
     await services.temporal.client.workflow.start(WORKFLOW_OF[job.kind], {
@@ -114,6 +116,49 @@ export async function startJobWorkflow(services: ComplianceServices, job: Pick<r
   } catch (error) {
     if ((error as Error).name !== 'WorkflowExecutionAlreadyStartedError') throw error;
   }
+  await repo.markWorkflowStarted(services.db, job.id);
+}
+
+/**
+ * Starts the workflow of a job the request has just committed, and says whether it did. Once the
+ * job (and its audit row) is committed, a 503 would tell the caller that nothing happened, and a
+ * retry would make a second job: with Temporal away the job stays as committed, the route answers
+ * it as a job still running, and the start sweep (startUnstartedComplianceJobs) starts it later.
+ */
+export async function startCommittedJob(services: ComplianceServices, job: Pick<repo.JobRow, 'id' | 'kind'>): Promise<boolean> {
+  try {
+    await startJobWorkflow(services, job);
+    return true;
+  } catch (error) {
+    if (awayDependency(error) !== 'Temporal') throw error;
+    services.logger.warn({ err: error, jobId: job.id }, 'compliance job committed but its workflow not started (Temporal away); the start sweep starts it');
+    return false;
+  }
+}
+
+/**
+ * The worker's sweep (workers/hive-consumers.ts, every 30 s): starts the workflow of each job
+ * committed at least `olderThanSeconds` ago whose start was never confirmed. Returns how many.
+ * A job is started from here once: a workflow found already closed (REJECT_DUPLICATE) is marked
+ * started and left. The compliance steps retry every failure without limit (their activities pass
+ * errors through, their profiles set no attempt limit), so a workflow closes without completing its
+ * job only when someone terminated or cancelled it; starting it again would undo that every sweep,
+ * and once Temporal forgot the closed run, redo work an operator stopped. Such a job stays as it
+ * is for an operator, readable through POST /v1/admin/job.
+ */
+export async function startUnstartedComplianceJobs(services: ComplianceServices, olderThanSeconds = 30): Promise<number> {
+  let started = 0;
+  for (const job of await repo.unstartedJobs(services.db, olderThanSeconds)) {
+    await startJobWorkflow(services, job);
+    started += 1;
+  }
+  return started;
+}
+
+/** A request's answer for the job it has just committed: its workflow started and awaited as awaitJob does, or, with Temporal away, the job as it stands (202). */
+export async function startAndAwaitJob(services: ComplianceServices, job: Pick<repo.JobRow, 'id' | 'kind'>, waitSeconds: number): Promise<{ status: 200 | 202; job: JobView }> {
+  const started = await startCommittedJob(services, job);
+  return awaitJob(services, job.id, started ? waitSeconds : 0);
 }
 
 /** The job once its workflow has ended, or as it stands after `waitSeconds`. */
@@ -135,7 +180,9 @@ export async function readJob(services: ComplianceServices, credential: HiveCred
   await ownedOrganisation(services.db, credential);
   const job = await repo.jobById(services.db, id);
   if (!job || job.org_id !== credential.orgId) throw hiveError(404, `No compliance job ${id}.`);
-  if (job.status !== 'completed') await startJobWorkflow(services, job);
+  // A job whose workflow never started is started here too (the sweep would, within 30 s); one
+  // Temporal away for is read as it stands.
+  if (job.status !== 'completed' && !job.workflow_started) await startCommittedJob(services, job);
   return viewJob(services.db, id);
 }
 
@@ -212,6 +259,6 @@ export async function itemTotals(db: Queryable, jobId: string): Promise<Record<s
 
 /** Opens the job a scheduled run works under (its id is the run's workflow id, so a retried open finds it). */
 export async function openScheduledJob(db: Queryable, kind: repo.JobKind, workflowId: string): Promise<string> {
-  const job = await repo.insertJob(db, { id: workflowId, orgId: null, kind, apply: true, personId: null, tokenId: null });
+  const job = await repo.insertJob(db, { id: workflowId, orgId: null, kind, apply: true, personId: null, tokenId: null, workflowStarted: true });
   return job.id;
 }

@@ -141,6 +141,7 @@ export interface JobRow {
   requested_by: string | null;
   planned: boolean;
   pages: number;
+  workflow_started: boolean;
   result: Record<string, unknown> | null;
   as_of: Date;
   created_at: Date;
@@ -149,14 +150,14 @@ export interface JobRow {
 
 export async function insertJob(
   db: Queryable,
-  job: { id: string; orgId: string | null; kind: JobKind; apply: boolean; status?: JobStatus; subjectPersonId?: string | null; personId: string | null; tokenId: string | null },
+  job: { id: string; orgId: string | null; kind: JobKind; apply: boolean; status?: JobStatus; subjectPersonId?: string | null; personId: string | null; tokenId: string | null; workflowStarted?: boolean },
 ): Promise<JobRow> {
   const { rows } = await db.query<JobRow>(
-    `INSERT INTO hive.compliance_jobs (id, org_id, kind, apply, status, subject_person_id, requested_by, requested_token)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    `INSERT INTO hive.compliance_jobs (id, org_id, kind, apply, status, subject_person_id, requested_by, requested_token, workflow_started)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
      RETURNING *`,
-    [job.id, job.orgId, job.kind, job.apply, job.status ?? 'running', job.subjectPersonId ?? null, job.personId, job.tokenId],
+    [job.id, job.orgId, job.kind, job.apply, job.status ?? 'running', job.subjectPersonId ?? null, job.personId, job.tokenId, job.workflowStarted ?? false],
   );
   return rows[0]!;
 }
@@ -179,6 +180,21 @@ export async function completeJob(db: Queryable, id: string, result: Record<stri
     `UPDATE hive.compliance_jobs SET status = 'completed', result = $2, finished_at = now(), updated_at = now() WHERE id = $1 AND status <> 'completed'`,
     [id, JSON.stringify(result)],
   );
+}
+
+export async function markWorkflowStarted(db: Queryable, id: string): Promise<void> {
+  await db.query(`UPDATE hive.compliance_jobs SET workflow_started = true WHERE id = $1 AND NOT workflow_started`, [id]);
+}
+
+/** Jobs not completed whose workflow was never started (Temporal away, or the API died, after the commit), oldest first. */
+export async function unstartedJobs(db: Queryable, olderThanSeconds: number, limit = 100): Promise<JobRow[]> {
+  const { rows } = await db.query<JobRow>(
+    `SELECT * FROM hive.compliance_jobs
+      WHERE NOT workflow_started AND status <> 'completed' AND created_at < now() - make_interval(secs => $1)
+      ORDER BY created_at LIMIT $2`,
+    [olderThanSeconds, limit],
+  );
+  return rows;
 }
 
 export async function queuedErasures(db: Queryable, orgId: string): Promise<string[]> {

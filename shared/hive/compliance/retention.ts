@@ -2,7 +2,7 @@ import { withTransaction } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import type { HiveCredential } from '../access.js';
 import { hiveError } from '../errors.js';
-import { awaitJob, itemTotals, ownedOrganisation, PAGE_SIZE, startJobWorkflow, type ComplianceServices } from './jobs.js';
+import { itemTotals, ownedOrganisation, PAGE_SIZE, startAndAwaitJob, type ComplianceServices } from './jobs.js';
 import * as repo from './repository.js';
 
 /**
@@ -31,8 +31,7 @@ export async function requestRetention(services: ComplianceServices, credential:
     }]);
     return made;
   });
-  await startJobWorkflow(services, job);
-  return awaitJob(services, job.id, input.wait_seconds);
+  return startAndAwaitJob(services, job, input.wait_seconds);
 }
 
 /** The workflow's first step: the plan, made once (a retry finds it made) as of the job's instant. */
