@@ -38,7 +38,7 @@ export async function runFaultBench(): Promise<void> {
         fault: fault.name,
         'away (s)': (outcome.awayMs / 1_000).toFixed(1),
         calls: outcome.calls,
-        '200': outcome.succeeded,
+        'answered 200': outcome.succeeded,
         '503 + Retry-After': outcome.unavailable,
         'connection refused': outcome.refused,
         'anything else': outcome.wrong.length,

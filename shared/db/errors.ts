@@ -19,7 +19,8 @@ export const UNIQUE_VIOLATION = '23505';
 const CALLERS_INTEGRITY = new Set(['23502', '23503', '23514', '23P01']);
 /** Faults of the server or the moment: query cancelled (statement timeout), lock not available, serialization failure, deadlock. */
 const TRANSIENT = new Set(['57014', '55P03', '40001', '40P01']);
-const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+/** Node's socket errors of a server that cannot be reached (PostgreSQL's here, Redis's in shared/platform/queues.ts). */
+export const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 /** pg's own words when a connection is lost or cannot be had (they carry no code). */
 const CONNECTION_MESSAGES = [/^Connection terminated/, /timeout exceeded when trying to connect/, /Client has encountered a connection error/, /Connection terminated due to connection timeout/];
 

@@ -1,6 +1,8 @@
 import { Queue, Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { CONNECTION_ERRNOS } from '../db/errors.js';
+import { awayDependency } from './dependency-errors.js';
 
 /**
  * BullMQ queues of the platform. Producers (API and workers) share one commands connection;
@@ -35,14 +37,31 @@ export interface ConsumerDefinition<Data = unknown> {
   options?: Omit<WorkerOptions, 'connection' | 'prefix'>;
 }
 
-/** Starts one BullMQ worker per definition on a shared blocking connection; failures are logged, never swallowed. */
+/**
+ * Starts one BullMQ worker per definition on a shared blocking connection; failures are logged,
+ * never swallowed. Losing Redis is said once for all of them, not by every consumer at every
+ * reconnect attempt (a hundred lines a second), and again after it came back and went.
+ */
 export function startConsumers(definitions: ConsumerDefinition[], connection: Redis, prefix: string, logger: Logger): Worker[] {
+  let redisLossReported = false;
+  connection.on('ready', () => {
+    redisLossReported = false;
+  });
   return definitions.map((definition) => {
     const worker = new Worker(definition.queue, definition.process, { ...definition.options, connection, prefix });
     worker.on('failed', (job: Job | undefined, error: Error) =>
       logger.error({ err: error, queue: definition.queue, jobId: job?.id, attempts: job?.attemptsMade }, 'queued job failed'),
     );
-    worker.on('error', (error) => logger.error({ err: error, queue: definition.queue }, 'queue consumer error'));
+    worker.on('error', (error) => {
+      if (!isConnectionError(error)) return logger.error({ err: error, queue: definition.queue }, 'queue consumer error');
+      if (redisLossReported) return;
+      redisLossReported = true;
+      logger.warn({ err: error }, 'queue consumers lost Redis; they resume when it answers again');
+    });
     return worker;
   });
+}
+
+function isConnectionError(error: Error): boolean {
+  return CONNECTION_ERRNOS.has((error as Error & { code?: string }).code ?? '') || awayDependency(error) === 'Redis';
 }
