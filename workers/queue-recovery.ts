@@ -92,8 +92,8 @@ async function declareSchedules(platform: GatewayServices): Promise<void> {
 
 /**
  * Every pipeline's recovery from PostgreSQL: work untouched for a job lock's length (so not in a
- * live worker's hands) is queued again. Each stage acts only for the attempt it was queued for,
- * a delivery is keyed by its id and a batch's or hive job's workflow by its row's, so nothing happens twice.
+ * live worker's hands) is queued again. Each stage acts only for the attempt it was queued for, a
+ * delivery is keyed by its id, and a batch's or hive job's workflow by its row's: nothing happens twice.
  */
 export async function recoverQueuedWork(platform: GatewayServices): Promise<Record<string, number>> {
   const grace = recoveryGraceSeconds(platform);
