@@ -7,7 +7,7 @@ import { startQueueUpkeep } from './queue-recovery.js';
 import { startOutboxListener } from '../shared/webhooks/relay-listener.js';
 import { ensurePruneSchedule } from '../shared/brains/upkeep.js';
 import { ensureComplianceSchedules } from '../shared/hive/compliance/schedules.js';
-import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging } from './temporal-worker.js';
+import { bundleWorkflowsInChildProcess, createTemporalWorker, installTemporalLogging, untilTemporalAnswers } from './temporal-worker.js';
 import { lowerProcessPriority } from '../shared/platform/process-priority.js';
 
 const config = loadConfig();
@@ -22,8 +22,8 @@ const bundle = await bundleWorkflowsInChildProcess();
 const { worker, connection } = await createTemporalWorker(platform, { bundle });
 const blockingRedis = createRedis(config.REDIS_URL, 'blocking', logger);
 const consumers = startConsumers(consumerDefinitions(platform), blockingRedis, platform.queues.prefix, logger);
-if (config.SVC_BRAINS_ENABLED) await ensurePruneSchedule(platform);
-await ensureComplianceSchedules(platform);
+if (config.SVC_BRAINS_ENABLED) await untilTemporalAnswers(() => ensurePruneSchedule(platform), 'the brains prune schedule', logger);
+await untilTemporalAnswers(() => ensureComplianceSchedules(platform), 'the hive compliance schedules', logger);
 const queueUpkeep = await startQueueUpkeep(platform, logger);
 const outboxListener = startOutboxListener(config.DATABASE_URL, platform.queues, logger);
 

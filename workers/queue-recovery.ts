@@ -101,7 +101,7 @@ export async function recoverQueuedWork(platform: GatewayServices): Promise<Reco
   const deliveries = await requeueStaleDeliveries({ ...platform, config: { ...platform.config, WEBHOOK_REQUEUE_AFTER_SECONDS: grace } });
   await requestRelay(platform.queues);
   const batches = await startUnstartedBatches(platform, 0);
-  const hiveJobs = await startUnstartedComplianceJobs(platform, 0);
+  const hiveJobs = await startUnstartedComplianceJobs(platform, grace);
   // Hive memories queue their embeddings in Redis too; the hourly embedding sweep (a Temporal
   // schedule) embeds every memory without a vector, so it runs now when one waits.
   const embeddings = await anyLeftUnembedded(platform.db, grace);

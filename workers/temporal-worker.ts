@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from '../shared/logger.js';
+import { awayDependency } from '../shared/platform/dependency-errors.js';
 import type { GatewayServices } from '../shared/composition/gateway.js';
 import { createActivities } from './activities.js';
 
@@ -118,6 +119,23 @@ async function connectUntilReachable(address: string, logger: Logger): Promise<N
       return await NativeConnection.connect({ address });
     } catch (error) {
       if (attempt === 0) logger.warn({ address, err: error }, 'Temporal not reachable yet; retrying every 2 s');
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+  }
+}
+
+/**
+ * A step of the worker's start that needs Temporal (its schedules, the queue upkeep's recovery):
+ * tried again every 2 s while Temporal is away or slower than a request's deadline (a loaded
+ * machine's first calls took over 5 s), rather than ending the process before it ever polls.
+ */
+export async function untilTemporalAnswers<T>(step: () => Promise<T>, what: string, logger: Logger): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await step();
+    } catch (error) {
+      if (awayDependency(error) !== 'Temporal') throw error;
+      if (attempt === 0) logger.warn({ err: error }, `${what}: Temporal did not answer; retrying every 2 s`);
       await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
   }
