@@ -3,7 +3,7 @@ import express, { type Request, type Response } from 'express';
 import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, startEventStream, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { complete, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
+import { complete, openAiToolCallDeltas, openAiToolCalls, openAiToolOffer, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
 
 /**
  * Azure OpenAI (real base https://<resource>.openai.azure.com), mounted at /azure:
@@ -72,7 +72,7 @@ async function handleChat(req: Request, res: Response, faults: FaultRegistry, op
   if (maxTokens !== undefined && maxTokens !== null && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) {
     return void res.status(400).json({ error: { message: 'max_tokens must be a positive integer.', type: 'invalid_request_error', param: 'max_tokens', code: 'integer_below_min_value' } });
   }
-  const completion = complete(deployment, promptOf(body.messages as { content?: unknown }[]), (maxTokens ?? undefined) as number | undefined);
+  const completion = complete(deployment, promptOf(body.messages as { content?: unknown }[]), (maxTokens ?? undefined) as number | undefined, openAiToolOffer(body));
   const id = randomId('chatcmpl-', 14);
   const created = Math.floor(Date.now() / 1000);
   if (body.stream !== true) {
@@ -83,7 +83,7 @@ async function handleChat(req: Request, res: Response, faults: FaultRegistry, op
       model: deployment,
       system_fingerprint: 'fp_emulator',
       prompt_filter_results: PROMPT_FILTER_RESULTS,
-      choices: [{ index: 0, message: { role: 'assistant', content: completion.text, refusal: null }, finish_reason: completion.finishReason, logprobs: null, content_filter_results: NO_FILTER }],
+      choices: [{ index: 0, message: { role: 'assistant', content: completion.toolCalls ? null : completion.text, refusal: null, ...(completion.toolCalls && { tool_calls: openAiToolCalls(completion) }) }, finish_reason: completion.finishReason, logprobs: null, content_filter_results: NO_FILTER }],
       usage: usage(completion),
     });
   }
@@ -101,8 +101,10 @@ async function handleChat(req: Request, res: Response, faults: FaultRegistry, op
   const events: unknown[] = [
     // Azure opens every stream with the prompt's filter results and no choices.
     { id: '', object: '', created: 0, model: '', choices: [], prompt_filter_results: PROMPT_FILTER_RESULTS },
-    chunk([{ index: 0, delta: { role: 'assistant', content: '', refusal: null }, finish_reason: null, logprobs: null }]),
-    ...streamPieces(completion.text).map((content) => chunk([{ index: 0, delta: { content }, finish_reason: null, logprobs: null, content_filter_results: NO_FILTER }])),
+    chunk([{ index: 0, delta: { role: 'assistant', content: completion.toolCalls ? null : '', refusal: null }, finish_reason: null, logprobs: null }]),
+    ...(completion.toolCalls ? openAiToolCallDeltas(completion) : streamPieces(completion.text).map((content) => ({ content }))).map((delta) =>
+      chunk([{ index: 0, delta, finish_reason: null, logprobs: null, content_filter_results: NO_FILTER }]),
+    ),
     chunk([{ index: 0, delta: {}, finish_reason: completion.finishReason, logprobs: null, content_filter_results: {} }]),
     ...(includeUsage ? [chunk([], { usage: usage(completion) })] : []),
   ];

@@ -4,7 +4,7 @@ import { applyFault, streamPieces, type EmulatorOptions, type FaultRegistry } fr
 import type { EmulatorStyle } from '../../server.js';
 import { encodeBedrockEvent } from './event-stream.js';
 import { verifySigV4 } from './sigv4.js';
-import { anthropicMessage, anthropicStreamEvents, complete, parseAnthropicBody, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
+import { anthropicMessage, anthropicStreamEvents, anthropicToolOffer, complete, converseToolOffer, parseAnthropicBody, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
 
 /**
  * Amazon Bedrock runtime (real base https://bedrock-runtime.<region>.amazonaws.com), mounted at
@@ -64,7 +64,11 @@ function parseMessagesV1(body: unknown, maxTokensOf: (config: Record<string, unk
   return { prompt: promptOf(b.messages as { content?: unknown }[], b.system), maxTokens: maxTokens as number | undefined };
 }
 
-const converseStopReason = (completion: Completion) => (completion.finishReason === 'length' ? 'max_tokens' : 'end_turn');
+const converseStopReason = (completion: Completion) => (completion.toolCalls ? 'tool_use' : completion.finishReason === 'length' ? 'max_tokens' : 'end_turn');
+
+/** Converse's content blocks: toolUse blocks for tool calls, else one text block. */
+const converseContent = (completion: Completion) =>
+  completion.toolCalls ? completion.toolCalls.map((call) => ({ toolUse: { toolUseId: call.id.replace(/^call_/, 'tooluse_'), name: call.name, input: call.arguments } })) : [{ text: completion.text }];
 
 function invocationMetrics(completion: Completion, startedAt: number) {
   const latency = Date.now() - startedAt;
@@ -75,7 +79,7 @@ function invocationMetrics(completion: Completion, startedAt: number) {
 function invokeBody(family: Family, responseModel: string, completion: Completion) {
   if (family === 'anthropic') return anthropicMessage(randomId('msg_bdrk_'), responseModel, completion);
   return {
-    output: { message: { role: 'assistant', content: [{ text: completion.text }] } },
+    output: { message: { role: 'assistant', content: converseContent(completion) } },
     stopReason: converseStopReason(completion),
     usage: { inputTokens: completion.inputTokens, outputTokens: completion.outputTokens, totalTokens: completion.inputTokens + completion.outputTokens },
   };
@@ -92,13 +96,25 @@ function invokeStreamEvents(family: Family, responseModel: string, completion: C
   return events;
 }
 
-/** ConverseStream's events as [event type, body]: messageStart, contentBlockDelta..., contentBlockStop, messageStop, metadata. */
+/**
+ * ConverseStream's events as [event type, body]: messageStart, then per text block its deltas and
+ * contentBlockStop (per tool call a contentBlockStart with its id and name, one toolUse delta with its
+ * input as JSON text, and contentBlockStop), messageStop, metadata.
+ */
 function converseStreamEvents(completion: Completion, startedAt: number): [string, unknown][] {
-  const words = streamPieces(completion.text);
+  const blocks: [string, unknown][] = completion.toolCalls
+    ? converseContent(completion).flatMap((block, contentBlockIndex): [string, unknown][] => {
+        const { toolUseId, name, input } = (block as { toolUse: { toolUseId: string; name: string; input: unknown } }).toolUse;
+        return [
+          ['contentBlockStart', { contentBlockIndex, start: { toolUse: { toolUseId, name } } }],
+          ['contentBlockDelta', { contentBlockIndex, delta: { toolUse: { input: JSON.stringify(input) } } }],
+          ['contentBlockStop', { contentBlockIndex }],
+        ];
+      })
+    : [...streamPieces(completion.text).map((text): [string, unknown] => ['contentBlockDelta', { contentBlockIndex: 0, delta: { text } }]), ['contentBlockStop', { contentBlockIndex: 0 }]];
   return [
     ['messageStart', { role: 'assistant' }],
-    ...words.map((text): [string, unknown] => ['contentBlockDelta', { contentBlockIndex: 0, delta: { text } }]),
-    ['contentBlockStop', { contentBlockIndex: 0 }],
+    ...blocks,
     ['messageStop', { stopReason: converseStopReason(completion) }],
     [
       'metadata',
@@ -168,7 +184,8 @@ async function handleModelCall(req: Request, res: Response, faults: FaultRegistr
       ? parseAnthropicBody(body, 'bedrock-2023-05-31')
       : parseMessagesV1(body, (config) => config.maxTokens ?? config.max_new_tokens);
   if ('error' in parsed) return sendAwsError(res, 400, 'ValidationException', `Malformed input request: ${parsed.error}, please reformat your input and try again.`);
-  const completion = complete(modelId, parsed.prompt, parsed.maxTokens);
+  const offer = !converse && model.family === 'anthropic' ? anthropicToolOffer(body) : converseToolOffer(body);
+  const completion = complete(modelId, parsed.prompt, parsed.maxTokens, offer);
 
   if (operation === 'invoke') {
     res.setHeader('x-amzn-RequestId', randomId('', 16));
@@ -181,7 +198,7 @@ async function handleModelCall(req: Request, res: Response, faults: FaultRegistr
   if (operation === 'converse') {
     res.setHeader('x-amzn-RequestId', randomId('', 16));
     res.json({
-      output: { message: { role: 'assistant', content: [{ text: completion.text }] } },
+      output: { message: { role: 'assistant', content: converseContent(completion) } },
       stopReason: converseStopReason(completion),
       usage: { inputTokens: completion.inputTokens, outputTokens: completion.outputTokens, totalTokens: completion.inputTokens + completion.outputTokens },
       metrics: { latencyMs: Date.now() - startedAt },

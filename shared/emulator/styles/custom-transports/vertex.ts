@@ -3,7 +3,7 @@ import { errors as joseErrors, importSPKI, jwtVerify } from 'jose';
 import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, startEventStream, streamPieces, type EmulatorCredentials, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { anthropicMessage, anthropicStreamEvents, complete, namedSseFrame, parseAnthropicBody, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
+import { anthropicMessage, anthropicStreamEvents, anthropicToolOffer, complete, geminiToolOffer, namedSseFrame, parseAnthropicBody, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
 
 /**
  * Google Vertex AI (real base https://<region>-aiplatform.googleapis.com), mounted at /vertex,
@@ -146,7 +146,7 @@ async function handleModelCall(req: Request, res: Response, faults: FaultRegistr
     const parsed = parseAnthropicBody(req.body, 'vertex-2023-10-16');
     // Vertex passes Anthropic's own validation errors through in Anthropic's shape.
     if ('error' in parsed) return void res.status(400).json({ type: 'error', error: { type: 'invalid_request_error', message: parsed.error } });
-    const completion = complete(model, parsed.prompt, parsed.maxTokens);
+    const completion = complete(model, parsed.prompt, parsed.maxTokens, anthropicToolOffer(req.body));
     const id = randomId('msg_vrtx_');
     if (action === 'rawPredict') return void res.json(anthropicMessage(id, responseModel, completion));
     startEventStream(res);
@@ -161,8 +161,8 @@ async function handleModelCall(req: Request, res: Response, faults: FaultRegistr
     if (maxTokens !== undefined && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) {
       return sendGoogleError(res, 400, 'Invalid value at generation_config.max_output_tokens: must be a positive integer.');
     }
-    const completion = complete(model, promptOf(body.contents as { parts?: unknown }[], body.systemInstruction?.parts), maxTokens as number | undefined);
-    if (action === 'generateContent') return void res.json(geminiResponse(model, completion, completion.text, true));
+    const completion = complete(model, promptOf(body.contents as { parts?: unknown }[], body.systemInstruction?.parts), maxTokens as number | undefined, geminiToolOffer(body));
+    if (action === 'generateContent') return void res.json(geminiResponse(model, completion, geminiParts(completion), true));
     const chunks = geminiStreamChunks(model, completion);
     if (req.query.alt === 'sse') {
       startEventStream(res);
@@ -177,11 +177,15 @@ async function handleModelCall(req: Request, res: Response, faults: FaultRegistr
   sendGoogleError(res, 404, `Method '${action}' is not available for publisher model \`${resource}\`.`);
 }
 
-function geminiResponse(model: string, completion: Completion, text: string, final: boolean) {
+/** A candidate's parts: one functionCall part per tool call, else the text. */
+const geminiParts = (completion: Completion) =>
+  completion.toolCalls ? completion.toolCalls.map((call) => ({ functionCall: { name: call.name, args: call.arguments } })) : [{ text: completion.text }];
+
+function geminiResponse(model: string, completion: Completion, parts: unknown[], final: boolean) {
   return {
     candidates: [
       {
-        content: { role: 'model', parts: [{ text }] },
+        content: { role: 'model', parts },
         ...(final ? { finishReason: completion.finishReason === 'length' ? 'MAX_TOKENS' : 'STOP' } : {}),
       },
     ],
@@ -192,8 +196,8 @@ function geminiResponse(model: string, completion: Completion, text: string, fin
   };
 }
 
-/** One chunk per word; the last carries the finish reason and the usage. */
+/** One chunk per word, or per function call; the last carries the finish reason and the usage. */
 function geminiStreamChunks(model: string, completion: Completion) {
-  const words = streamPieces(completion.text);
-  return words.map((word, i) => geminiResponse(model, completion, word, i === words.length - 1));
+  const pieces = completion.toolCalls ? geminiParts(completion) : streamPieces(completion.text).map((text) => ({ text }));
+  return pieces.map((part, i) => geminiResponse(model, completion, [part], i === pieces.length - 1));
 }

@@ -3,7 +3,7 @@ import express, { type Request, type Response } from 'express';
 import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, startEventStream, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { complete, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
+import { complete, openAiToolCallDeltas, openAiToolCalls, openAiToolOffer, promptOf, randomId, writeChunks, type Completion } from './wire-shapes.js';
 
 /**
  * IBM watsonx.ai (real base https://<region>.ml.cloud.ibm.com) with IBM Cloud IAM
@@ -92,15 +92,15 @@ async function handleChat(req: Request, res: Response, stream: boolean, faults: 
   const maxTokens = body.max_tokens;
   if (maxTokens !== undefined && (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1)) return sendWatsonxError(res, 400, 'json_validation_error', "Json document validation error: 'max_tokens' must be a positive integer.");
 
-  const completion = complete(modelId, promptOf(body.messages as { content?: unknown }[]), maxTokens as number | undefined);
+  const completion = complete(modelId, promptOf(body.messages as { content?: unknown }[]), maxTokens as number | undefined, openAiToolOffer(body));
   const now = new Date();
   const envelope = { id: randomId('chat-', 16), object: stream ? 'chat.completion.chunk' : 'chat.completion', model_id: modelId, model: modelId, created: Math.floor(now.getTime() / 1000), model_version: '1.1.0', created_at: now.toISOString() };
   if (!stream) {
-    return void res.json({ ...envelope, choices: [{ index: 0, message: { role: 'assistant', content: completion.text }, finish_reason: completion.finishReason }], usage: usage(completion) });
+    return void res.json({ ...envelope, choices: [{ index: 0, message: { role: 'assistant', content: completion.toolCalls ? null : completion.text, ...(completion.toolCalls && { tool_calls: openAiToolCalls(completion) }) }, finish_reason: completion.finishReason }], usage: usage(completion) });
   }
   const events = [
     { ...envelope, choices: [{ index: 0, finish_reason: null, delta: { role: 'assistant', content: '' } }] },
-    ...streamPieces(completion.text).map((content) => ({ ...envelope, choices: [{ index: 0, finish_reason: null, delta: { content } }] })),
+    ...(completion.toolCalls ? openAiToolCallDeltas(completion) : streamPieces(completion.text).map((content) => ({ content }))).map((delta) => ({ ...envelope, choices: [{ index: 0, finish_reason: null, delta }] })),
     { ...envelope, choices: [{ index: 0, finish_reason: completion.finishReason, delta: { content: '' } }], usage: usage(completion) },
   ];
   startEventStream(res);

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, countTokens, deterministicReply, replyTokens, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { CALL_TOOL_MARKER, modelOf, namedEvent, parseBody, sha256, valueForSchema, writeFrames, type StreamFrame } from './wire.js';
+import { plannedToolCalls, type ToolChoice } from '../../tool-calls.js';
+import { modelOf, namedEvent, parseBody, sha256, writeFrames, type StreamFrame } from './wire.js';
 
 /**
  * Anthropic's Messages API (https://api.anthropic.com/v1/messages) under `/anthropic`, with
@@ -63,7 +64,10 @@ const MessagesRequest = z.looseObject({
   messages: z.array(z.looseObject({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(ContentBlock)]) })).min(1),
   system: z.union([z.string(), z.array(SystemBlock)]).optional(),
   tools: z.array(z.looseObject({ name: z.string(), input_schema: z.unknown().optional(), cache_control: CacheControl.nullish() })).optional(),
-  tool_choice: z.looseObject({ type: z.enum(['auto', 'any', 'tool', 'none']), name: z.string().optional() }).optional(),
+  tool_choice: z
+    .looseObject({ type: z.enum(['auto', 'any', 'tool', 'none']), name: z.string().optional(), disable_parallel_tool_use: z.boolean().optional() })
+    .refine((choice) => choice.type !== 'tool' || choice.name !== undefined, { message: 'name: Field required', path: ['name'] })
+    .optional(),
   stop_sequences: z.array(z.string()).optional(),
   stream: z.boolean().optional(),
   temperature: z.number().min(0).max(1).optional(),
@@ -178,14 +182,33 @@ function lastMessageHasToolResult(request: MessagesRequest): boolean {
   return typeof last.content !== 'string' && last.content.some((block) => block.type === 'tool_result');
 }
 
-/** The answer: a tool call when the prompt asks for one (and no tool result came back yet), else text. */
+/** Anthropic's tool_choice: `any` must call a tool, `tool` must call the named one, `none` calls none. */
+function toolChoiceOf(choice: MessagesRequest['tool_choice']): ToolChoice {
+  const parallel = choice?.disable_parallel_tool_use !== true;
+  switch (choice?.type) {
+    case 'any':
+      return { mode: 'required', parallel };
+    case 'tool':
+      return { mode: 'required', allowed: [choice.name!], parallel };
+    case 'none':
+      return { mode: 'none', parallel };
+    default:
+      return { mode: 'auto', parallel };
+  }
+}
+
+/** The answer: tool calls when the tool choice or the prompt's marker asks for them (and no tool result came back yet), else text. */
 function replyTo(request: MessagesRequest, prompt: string): Reply {
-  const tools = request.tools ?? [];
-  if (prompt.includes(CALL_TOOL_MARKER) && tools.length > 0 && request.tool_choice?.type !== 'none' && !lastMessageHasToolResult(request)) {
-    const tool = (request.tool_choice?.type === 'tool' && tools.find((candidate) => candidate.name === request.tool_choice?.name)) || tools[0]!;
-    const input = valueForSchema(tool.input_schema, `${request.model}\n${prompt}\n${tool.name}`);
-    const id = `toolu_${randomBytes(12).toString('hex')}`;
-    return { content: [{ type: 'tool_use', id, name: tool.name, input }], stopReason: 'tool_use', stopSequence: null, outputTokens: countTokens(JSON.stringify(input)) };
+  const calls = plannedToolCalls({
+    prompt,
+    tools: (request.tools ?? []).map((tool) => ({ name: tool.name, schema: tool.input_schema })),
+    choice: toolChoiceOf(request.tool_choice),
+    toolResultIsLast: lastMessageHasToolResult(request),
+    seed: `${request.model}\n${prompt}`,
+  });
+  if (calls.length > 0) {
+    const content: ReplyBlock[] = calls.map((call) => ({ type: 'tool_use', id: `toolu_${randomBytes(12).toString('hex')}`, name: call.name, input: call.arguments }));
+    return { content, stopReason: 'tool_use', stopSequence: null, outputTokens: countTokens(JSON.stringify(calls.map((call) => call.arguments))) };
   }
   const { text, finishReason } = deterministicReply(request.model, prompt, request.max_tokens);
   const stop = (request.stop_sequences ?? [])

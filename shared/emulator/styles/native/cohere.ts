@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { CATALOG, type ModelKind } from '../../../models/catalog.js';
 import { applyFault, countTokens, deterministicEmbedding, deterministicReply, relevance, replyTokens, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { CALL_TOOL_MARKER, modelOf, namedEvent, parseBody, valueForSchema, writeFrames, type StreamFrame } from './wire.js';
+import { plannedToolCalls } from '../../tool-calls.js';
+import { modelOf, namedEvent, parseBody, valueForSchema, writeFrames, type StreamFrame } from './wire.js';
 
 /**
  * Cohere's v2 API (https://api.cohere.com/v2/{chat,embed,rerank}) under `/cohere`, with a Bearer
@@ -43,6 +44,7 @@ const ChatRequest = z.looseObject({
     .array(z.looseObject({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: TextContent.optional(), tool_call_id: z.string().optional() }))
     .min(1),
   tools: z.array(z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string(), parameters: z.unknown().optional() }) })).optional(),
+  tool_choice: z.enum(['REQUIRED', 'NONE']).optional(),
   stream: z.boolean().optional(),
   max_tokens: z.number().int().min(1).optional(),
   response_format: z.looseObject({ type: z.enum(['text', 'json_object']), json_schema: z.unknown().optional() }).optional(),
@@ -86,17 +88,24 @@ interface Reply {
   outputTokens: number;
 }
 
-/** A tool call when asked for (and no tool result came back yet), JSON in JSON mode, else text. */
+/**
+ * Tool calls when `tool_choice: REQUIRED` or the prompt's marker asks (and no tool result came back
+ * yet), never with `NONE`; JSON in JSON mode; else text.
+ */
 function replyTo(request: ChatRequest): Reply {
   const prompt = request.messages.map((message) => contentText(message.content)).filter(Boolean).join('\n');
   const inputTokens = countTokens(prompt);
-  const tools = request.tools ?? [];
-  if (prompt.includes(CALL_TOOL_MARKER) && tools.length > 0 && request.messages.at(-1)!.role !== 'tool') {
-    const tool = tools[0]!.function;
-    const args = JSON.stringify(valueForSchema(tool.parameters, `${request.model}\n${prompt}\n${tool.name}`));
-    const toolPlan = `I will call ${tool.name}.`;
-    const toolCalls: ToolCall[] = [{ id: `${tool.name}_${randomUUID().slice(0, 8)}`, type: 'function', function: { name: tool.name, arguments: args } }];
-    return { toolPlan, toolCalls, finishReason: 'TOOL_CALL', inputTokens, outputTokens: countTokens(toolPlan + args) };
+  const calls = plannedToolCalls({
+    prompt,
+    tools: (request.tools ?? []).map((tool) => ({ name: tool.function.name, schema: tool.function.parameters })),
+    choice: { mode: request.tool_choice === 'REQUIRED' ? 'required' : request.tool_choice === 'NONE' ? 'none' : 'auto', parallel: true },
+    toolResultIsLast: request.messages.at(-1)!.role === 'tool',
+    seed: `${request.model}\n${prompt}`,
+  });
+  if (calls.length > 0) {
+    const toolPlan = `I will call ${calls.map((call) => call.name).join(' and ')}.`;
+    const toolCalls: ToolCall[] = calls.map((call) => ({ id: `${call.name}_${randomUUID().slice(0, 8)}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } }));
+    return { toolPlan, toolCalls, finishReason: 'TOOL_CALL', inputTokens, outputTokens: countTokens(toolPlan + toolCalls.map((call) => call.function.arguments).join('')) };
   }
   if (request.response_format?.type === 'json_object') {
     const schema = request.response_format.json_schema;

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { CATALOG } from '../../../models/catalog.js';
 import { applyFault, countTokens, deterministicEmbedding, deterministicReply, replyTokens, streamPieces, type EmulatorOptions, type FaultRegistry } from '../../core.js';
 import type { EmulatorStyle } from '../../server.js';
-import { CALL_TOOL_MARKER, parseBody, valueForSchema, writeFrames, type StreamFrame } from './wire.js';
+import { plannedToolCalls, type ToolChoice } from '../../tool-calls.js';
+import { parseBody, valueForSchema, writeFrames, type StreamFrame } from './wire.js';
 
 /**
  * The Gemini API (https://generativelanguage.googleapis.com) under `/gemini`:
@@ -51,7 +52,17 @@ const GenerateContentRequest = z.looseObject({
   contents: z.array(Content).min(1, 'contents is not specified'),
   systemInstruction: Content.optional(),
   tools: z.array(z.looseObject({ functionDeclarations: z.array(z.looseObject({ name: z.string(), parameters: z.unknown().optional(), parametersJsonSchema: z.unknown().optional() })).optional() })).optional(),
-  toolConfig: z.looseObject({ functionCallingConfig: z.looseObject({ mode: z.string().optional() }).optional() }).optional(),
+  toolConfig: z
+    .looseObject({
+      functionCallingConfig: z
+        .looseObject({ mode: z.enum(['MODE_UNSPECIFIED', 'AUTO', 'ANY', 'NONE', 'VALIDATED']).optional(), allowedFunctionNames: z.array(z.string()).optional() })
+        .refine((config) => !config.allowedFunctionNames?.length || config.mode === 'ANY' || config.mode === 'VALIDATED', {
+          message: 'allowed_function_names may be set only when the mode is ANY or VALIDATED.',
+          path: ['allowedFunctionNames'],
+        })
+        .optional(),
+    })
+    .optional(),
   generationConfig: z
     .looseObject({
       maxOutputTokens: z.number().int().min(1).optional(),
@@ -87,6 +98,11 @@ function camelFields(body: unknown): unknown {
     return record;
   };
   const top = rename(body, { system_instruction: 'systemInstruction', generation_config: 'generationConfig', tool_config: 'toolConfig', output_dimensionality: 'outputDimensionality', task_type: 'taskType' }) as Record<string, unknown> | undefined;
+  if (top?.toolConfig) {
+    const toolConfig = rename(top.toolConfig, { function_calling_config: 'functionCallingConfig' }) as Record<string, unknown>;
+    if (toolConfig.functionCallingConfig) toolConfig.functionCallingConfig = rename(toolConfig.functionCallingConfig, { allowed_function_names: 'allowedFunctionNames' });
+    top.toolConfig = toolConfig;
+  }
   if (top?.generationConfig) {
     top.generationConfig = rename(top.generationConfig, { max_output_tokens: 'maxOutputTokens', response_mime_type: 'responseMimeType', response_schema: 'responseSchema', response_json_schema: 'responseJsonSchema' });
   }
@@ -104,15 +120,31 @@ interface Reply {
   tokens: number;
 }
 
-/** A function call when asked for (and no function response came back yet), JSON in JSON mode, else text. */
+/**
+ * Gemini's functionCallingConfig: ANY must call a function (one of allowedFunctionNames when given),
+ * NONE calls none, AUTO and VALIDATED (unset too) call one when the prompt's marker asks.
+ */
+function toolChoiceOf(config: NonNullable<GenerateContentRequest['toolConfig']>['functionCallingConfig']): ToolChoice {
+  const allowed = config?.allowedFunctionNames?.length ? { allowed: config.allowedFunctionNames } : {};
+  if (config?.mode === 'ANY') return { mode: 'required', ...allowed, parallel: true };
+  if (config?.mode === 'NONE') return { mode: 'none', parallel: true };
+  return { mode: 'auto', ...allowed, parallel: true };
+}
+
+/** Function calls when the tool config or the prompt's marker asks (and no function response came back yet), JSON in JSON mode, else text. */
 function replyTo(model: string, request: GenerateContentRequest): Reply {
   const prompt = [partsText(request.systemInstruction), ...request.contents.map(partsText)].filter(Boolean).join('\n');
-  const declarations = (request.tools ?? []).flatMap((tool) => tool.functionDeclarations ?? []);
-  const answeredCall = request.contents.at(-1)!.parts.some((part) => part.functionResponse);
-  if (prompt.includes(CALL_TOOL_MARKER) && declarations.length > 0 && !answeredCall && request.toolConfig?.functionCallingConfig?.mode !== 'NONE') {
-    const declaration = declarations[0]!;
-    const functionCall = { name: declaration.name, args: valueForSchema(declaration.parametersJsonSchema ?? declaration.parameters, `${model}\n${prompt}\n${declaration.name}`) };
-    return { parts: [{ functionCall }], chunks: [{ functionCall }], finishReason: 'STOP', tokens: countTokens(JSON.stringify(functionCall)) };
+  const calls = plannedToolCalls({
+    prompt,
+    tools: (request.tools ?? []).flatMap((tool) => tool.functionDeclarations ?? []).map((declaration) => ({ name: declaration.name, schema: declaration.parametersJsonSchema ?? declaration.parameters })),
+    choice: toolChoiceOf(request.toolConfig?.functionCallingConfig),
+    toolResultIsLast: request.contents.at(-1)!.parts.some((part) => part.functionResponse),
+    seed: `${model}\n${prompt}`,
+  });
+  if (calls.length > 0) {
+    // Parallel calls are parts of one candidate; a stream sends one chunk per call.
+    const parts = calls.map((call) => ({ functionCall: { name: call.name, args: call.arguments } }));
+    return { parts, chunks: parts, finishReason: 'STOP', tokens: countTokens(JSON.stringify(parts)) };
   }
   const config = request.generationConfig;
   if (config?.responseMimeType === 'application/json') {

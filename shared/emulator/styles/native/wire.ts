@@ -69,33 +69,5 @@ export const modelOf = (body: unknown): string | undefined => {
 
 export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
-/** The marker a prompt carries to make the emulated model call a tool. */
-export const CALL_TOOL_MARKER = 'EMULATOR_CALL_TOOL';
-
-/**
- * A deterministic value for a JSON schema (OpenAPI-style upper-case types too, as Gemini uses):
- * every declared property is filled, so tool arguments and JSON-mode answers validate.
- */
-export function valueForSchema(schema: unknown, seed: string): unknown {
-  const node = (schema ?? {}) as { type?: unknown; properties?: Record<string, unknown>; items?: unknown; enum?: unknown[]; anyOf?: unknown[]; oneOf?: unknown[] };
-  if (Array.isArray(node.enum) && node.enum.length > 0) return node.enum[parseInt(sha256(seed).slice(0, 8), 16) % node.enum.length];
-  const variants = node.anyOf ?? node.oneOf;
-  if (Array.isArray(variants) && variants.length > 0) return valueForSchema(variants[0], seed);
-  const declared = Array.isArray(node.type) ? node.type.find((type) => type !== 'null') : node.type;
-  const type = typeof declared === 'string' ? declared.toLowerCase() : node.properties ? 'object' : 'string';
-  switch (type) {
-    case 'object':
-      return Object.fromEntries(Object.entries(node.properties ?? {}).map(([key, child]) => [key, valueForSchema(child, `${seed}.${key}`)]));
-    case 'array':
-      return [valueForSchema(node.items, `${seed}[0]`)];
-    case 'integer':
-    case 'number':
-      return parseInt(sha256(seed).slice(0, 4), 16) % 100;
-    case 'boolean':
-      return parseInt(sha256(seed).slice(0, 2), 16) % 2 === 0;
-    case 'null':
-      return null;
-    default:
-      return `emulated ${sha256(seed).slice(0, 8)}`;
-  }
-}
+/** The tool-call rules and schema values are shared with the other styles. */
+export { CALL_TOOL_MARKER, valueForSchema } from '../../tool-calls.js';

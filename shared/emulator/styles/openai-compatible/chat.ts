@@ -2,12 +2,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { countTokens, deterministicReply, replyTokens, sleep, startEventStream, streamPieces } from '../../core.js';
 import { answerMemoryLearning } from '../../memory-learning.js';
+import { plannedToolCalls, type ToolChoice } from '../../tool-calls.js';
 import { parseBody, type Endpoint, type EndpointCall } from './endpoint.js';
 import { valueForSchema, violatingValue } from './json-schema.js';
 
 /**
  * `POST .../chat/completions`: OpenAI's chat.completion object, or its chat.completion.chunk
- * server-sent events with `stream: true`. Test hooks in the prompt: `EMULATOR_CALL_TOOL` (with
+ * server-sent events with `stream: true`. Tools are called as `tool_choice` and
+ * `parallel_tool_calls` say (../../tool-calls.ts). Test hooks in the prompt: `EMULATOR_CALL_TOOL` (with
  * `tools`) answers with a call to the first tool, `EMULATOR_BREAK_SCHEMA` (with a json_schema
  * response format) answers with JSON that violates the schema, `EMULATOR_SAY_FLAG` makes the reply
  * start with the word `EMULATOR_FLAG` (which the moderations endpoint flags), so a test can have
@@ -25,7 +27,13 @@ const Message = z.looseObject({
   role: z.string(),
   content: z.union([z.string(), z.array(ContentPart), z.null()]).optional(),
 });
-const Tool = z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) });
+const Tool = z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string(), parameters: z.unknown().optional() }) });
+const NamedFunction = z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) });
+const ToolChoiceField = z.union([
+  z.enum(['none', 'auto', 'required']),
+  NamedFunction,
+  z.looseObject({ type: z.literal('allowed_tools'), allowed_tools: z.looseObject({ mode: z.enum(['auto', 'required']), tools: z.array(NamedFunction) }) }),
+]);
 
 const ChatRequest = z.looseObject({
   model: z.string(),
@@ -35,6 +43,8 @@ const ChatRequest = z.looseObject({
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
   tools: z.array(Tool).nullish(),
+  tool_choice: ToolChoiceField.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
   response_format: z
     .looseObject({ type: z.string(), json_schema: z.looseObject({ name: z.string().optional(), schema: z.record(z.string(), z.unknown()).optional() }).optional() })
     .nullish(),
@@ -49,7 +59,7 @@ interface ToolCall {
 
 interface ChatAnswer {
   content: string | null;
-  toolCall?: ToolCall;
+  toolCalls?: ToolCall[];
   finishReason: 'stop' | 'length' | 'tool_calls';
   promptTokens: number;
   completionTokens: number;
@@ -76,14 +86,29 @@ function lastUserText(messages: ChatRequest['messages']): string {
   return (content ?? []).flatMap((part) => (part.type === 'text' && part.text !== undefined ? [part.text] : [])).join('\n');
 }
 
+/** OpenAI's tool_choice (`auto` by default) and parallel_tool_calls (true by default). */
+function toolChoiceOf(request: ChatRequest): ToolChoice {
+  const choice = request.tool_choice ?? 'auto';
+  const parallel = request.parallel_tool_calls !== false;
+  if (typeof choice === 'string') return { mode: choice, parallel };
+  if (choice.type === 'function') return { mode: 'required', allowed: [choice.function.name], parallel };
+  return { mode: choice.allowed_tools.mode, allowed: choice.allowed_tools.tools.map((tool) => tool.function.name), parallel };
+}
+
 function answer(request: ChatRequest): ChatAnswer {
   const prompt = readPrompt(request.messages);
   const promptTokens = countTokens(prompt.text) + prompt.imageTokens;
-  const firstTool = request.tools?.[0];
-  // After the tool's result comes back the model answers in text, so an agent loop ends.
-  if (firstTool && prompt.text.includes('EMULATOR_CALL_TOOL') && request.messages.at(-1)?.role !== 'tool') {
-    const toolCall: ToolCall = { id: `call_${randomId(24)}`, type: 'function', function: { name: firstTool.function.name, arguments: '{}' } };
-    return { content: null, toolCall, finishReason: 'tool_calls', promptTokens, completionTokens: countTokens(`${toolCall.function.name}{}`) };
+  const calls = plannedToolCalls({
+    prompt: prompt.text,
+    tools: (request.tools ?? []).map((tool) => ({ name: tool.function.name, schema: tool.function.parameters })),
+    choice: toolChoiceOf(request),
+    // After the tool's result comes back the model answers in text, so an agent loop ends.
+    toolResultIsLast: request.messages.at(-1)?.role === 'tool',
+    seed: `${request.model}\n${prompt.text}`,
+  });
+  if (calls.length > 0) {
+    const toolCalls: ToolCall[] = calls.map((call) => ({ id: `call_${randomId(24)}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.arguments) } }));
+    return { content: null, toolCalls, finishReason: 'tool_calls', promptTokens, completionTokens: countTokens(toolCalls.map((call) => call.function.name + call.function.arguments).join('')) };
   }
   const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined;
   const reply = deterministicReply(request.model, prompt.text, maxTokens);
@@ -136,13 +161,14 @@ async function streamAnswer(call: EndpointCall, request: ChatRequest, result: Ch
   // connection only after the chunks before it were really sent.
   const send = (data: string) => Promise.race([new Promise<void>((resolve) => res.write(data, () => resolve())), closing]);
   startEventStream(res);
-  await send(chunk([choice({ role: 'assistant', content: result.toolCall ? null : '', refusal: null })]));
+  await send(chunk([choice({ role: 'assistant', content: result.toolCalls ? null : '', refusal: null })]));
 
-  const deltas: unknown[] = result.toolCall
-    ? [
-        { tool_calls: [{ index: 0, id: result.toolCall.id, type: 'function', function: { name: result.toolCall.function.name, arguments: '' } }] },
-        { tool_calls: [{ index: 0, function: { arguments: result.toolCall.function.arguments } }] },
-      ]
+  // Each call opens with its id and name, then its arguments follow, as OpenAI streams them.
+  const deltas: unknown[] = result.toolCalls
+    ? result.toolCalls.flatMap((call, index) => [
+        { tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] },
+        { tool_calls: [{ index, function: { arguments: call.function.arguments } }] },
+      ])
     : streamPieces(result.content ?? '').map((piece) => ({ content: piece }));
   // A disconnect fault always takes effect, even when the answer is shorter than asked.
   const disconnectAt = call.disconnectAfter === undefined ? undefined : Math.min(call.disconnectAfter, deltas.length);
@@ -175,7 +201,7 @@ export const chatCompletions: Endpoint = {
     const request = parseBody(ChatRequest, call.body);
     const result = answer(request);
     if (request.stream) return streamAnswer(call, request, result);
-    const message = { role: 'assistant', content: result.content, refusal: null, ...(result.toolCall ? { tool_calls: [result.toolCall] } : {}) };
+    const message = { role: 'assistant', content: result.content, refusal: null, ...(result.toolCalls ? { tool_calls: result.toolCalls } : {}) };
     call.res.json({
       id: `chatcmpl-${randomId(29)}`,
       object: 'chat.completion',
