@@ -26,6 +26,12 @@ import { loadConfig } from '../shared/config.js';
 import { prepareDatabase } from '../shared/db/migrate.js';
 import { createPool } from '../shared/db/pool.js';
 import { ServiceError } from '../shared/errors.js';
+import { HiveError } from '../shared/hive/errors.js';
+import { addPerson, createPersonToken, listOrganisations } from '../shared/hive/operator.js';
+import { createOrganisation } from '../shared/hive/people.js';
+import { ROLES, type Role } from '../shared/hive/roles.js';
+import { deviceApproveBody, signupBody } from '../shared/hive/schemas.js';
+import { creditByOperator } from '../shared/hive/wallet.js';
 import { createLogger } from '../shared/logger.js';
 import { MICROS_PER_USD, microsToUsd, usdToMicros } from '../shared/money.js';
 
@@ -42,12 +48,21 @@ const USAGE = `usage: npm run admin -- <command> [options]
   credit-wallet    --account <developer uuid> --amount-usd <amount> [--note <text>]
   set-lazy-create  --account <developer uuid> --enabled true|false   (create unknown customers on first use)
 
+  memory hive (no signup option needed):
+  create-hive-organisation --name <node name> --email <email> --password <12-200 chars>   (owner's first token shown once)
+  list-hive-organisations
+  add-hive-person  --organisation <org_…> --email <email> [--role ${ROLES.join('|')}] [--node <id or path>]   (default: member on the root)
+  create-hive-token --organisation <org_…> --person <per_… or email> [--name <text>]   (a token of that person, shown once)
+  credit-hive-wallet --organisation <org_…> --amount-usd <amount> [--note <text>]
+
   scopes: ${DEVELOPER_SCOPES.join(', ')}`;
 
 const scopeList = z
   .string()
   .transform((text) => text.split(',').map((scope) => scope.trim()).filter(Boolean))
   .pipe(z.array(z.enum(DEVELOPER_SCOPES)).min(1, 'at least one scope is required'));
+
+const hiveOrganisation = z.string().regex(/^org_[0-9A-Za-z]{24}$/, 'an organisation id (org_…)');
 
 const commands = {
   'create-developer': z.object({
@@ -81,9 +96,18 @@ const commands = {
   'list-vouchers': z.object({ account: z.uuid() }),
   'credit-wallet': z.object({ account: z.uuid(), 'amount-usd': z.coerce.number().finite().positive().max(1_000_000), note: z.string().max(200).optional() }),
   'set-lazy-create': z.object({ account: z.uuid(), enabled: z.enum(['true', 'false']) }),
+  // The hive's own rules for these fields, as its routes apply them.
+  'create-hive-organisation': z.object({ name: signupBody.shape.organisation, email: signupBody.shape.email, password: signupBody.shape.password }),
+  'list-hive-organisations': z.object({}),
+  'add-hive-person': z.object({ organisation: hiveOrganisation, email: deviceApproveBody.shape.email, role: deviceApproveBody.shape.role.default('member'), node: deviceApproveBody.shape.node.optional() }),
+  'create-hive-token': z.object({ organisation: hiveOrganisation, person: z.string().trim().min(1).max(254), name: z.string().trim().min(1).max(100).default('operator') }),
+  'credit-hive-wallet': z.object({ organisation: hiveOrganisation, 'amount-usd': z.coerce.number().finite().positive().max(1_000_000), note: z.string().max(200).optional() }),
 } as const;
 
 type Command = keyof typeof commands;
+
+/** The hive's errors carry a status only (spec 3); the CLI's JSON names it as the gateway's codes would. */
+const HIVE_ERROR_CODES: Record<number, string> = { 400: 'invalid_request', 403: 'forbidden', 404: 'not_found', 409: 'conflict' };
 
 function fail(code: string, message: string, exitCode: number): never {
   process.stderr.write(`${JSON.stringify({ error: { code, message } })}\n`);
@@ -115,6 +139,7 @@ try {
   process.stdout.write(`${JSON.stringify(await execute(command as Command, options), null, 2)}\n`);
 } catch (error) {
   if (error instanceof ServiceError) fail(error.code, error.message, 1);
+  if (error instanceof HiveError) fail(HIVE_ERROR_CODES[error.status] ?? 'failed', error.message, 1);
   fail('failed', error instanceof Error ? error.message : String(error), 1);
 } finally {
   await db.end();
@@ -127,7 +152,7 @@ function parseCommandLine() {
       allowPositionals: true,
       strict: true,
       options: Object.fromEntries(
-        ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key', 'amount-usd', 'note', 'enabled'].map((flag) => [flag, { type: 'string' as const }]),
+        ['email', 'password', 'name', 'credit-usd', 'account', 'scopes', 'expires-at', 'key', 'amount-usd', 'note', 'enabled', 'organisation', 'role', 'node', 'person'].map((flag) => [flag, { type: 'string' as const }]),
       ),
     });
   } catch (error) {
@@ -189,6 +214,23 @@ async function execute(name: Command, options: Record<string, unknown>): Promise
     case 'set-lazy-create':
       await setLazyCustomerCreation(db, account, options.enabled === 'true');
       return { id: account, object: 'account', lazy_create_customers: options.enabled === 'true' };
+    case 'create-hive-organisation':
+      return createOrganisation({ db, config }, { organisation: String(options.name), email: String(options.email), password: String(options.password) });
+    case 'list-hive-organisations':
+      return listOrganisations(db);
+    case 'add-hive-person':
+      return addPerson(db, { orgId: String(options.organisation), email: String(options.email), role: options.role as Role, node: (options.node as string | undefined) ?? null });
+    case 'create-hive-token':
+      return createPersonToken(db, { orgId: String(options.organisation), person: String(options.person), name: String(options.name) });
+    case 'credit-hive-wallet': {
+      const credited = await creditByOperator(db, String(options.organisation), usdToMicros(Number(options['amount-usd'])), options.note as string | undefined);
+      return {
+        organisation: { id: options.organisation },
+        credited_usd: Number(options['amount-usd']),
+        balance_usd: microsToUsd(credited.balanceMicros),
+        reference: credited.reference,
+      };
+    }
   }
 }
 

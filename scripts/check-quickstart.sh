@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs the README's quickstart as a new user would: `npm start` on the default ports, then every
-# ```bash block between <!-- quickstart:start --> and <!-- quickstart:end --> in README.md, in
-# order, with `set -euo pipefail` and curl failing on any HTTP error. Then stops the platform.
-# The platform gets its own database and data directory, so a developer's own data is untouched.
+# ```bash block between <!-- quickstart:start --> and <!-- quickstart:end --> in README.md (the
+# gateway's block, then the memory hive's: each has its own pair of markers), in order, as one
+# script with `set -euo pipefail` and curl failing on any HTTP error. Then stops the platform.
+# The platform gets its own database and data directory, and the hive's client command its own
+# config directory, so a developer's own data and saved hive credential are untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf 'check-quickstart: %s\n' "$*" >&2; }
 
 export DATABASE_URL=${QUICKSTART_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/svc_platform_quickstart}
-export DATA_DIR
+export DATA_DIR HIVE_CONFIG_DIR
 DATA_DIR=$(mktemp -d "${TMPDIR:-/tmp}/svc-quickstart.XXXXXX")
+HIVE_CONFIG_DIR=$DATA_DIR/hive-client
 log=$DATA_DIR/npm-start.log
 
 for port in 8080 8090; do
@@ -24,6 +27,10 @@ blocks=$DATA_DIR/quickstart.sh
 awk '/<!-- quickstart:start -->/ { on = 1; next } /<!-- quickstart:end -->/ { on = 0 } on' README.md |
   awk '/^```bash$/ { code = 1; next } /^```$/ { code = 0; next } code' >"$blocks"
 [[ -s $blocks ]] || { say "README.md has no quickstart block between the markers"; exit 1; }
+# Both halves are checked: a marker lost in an edit would otherwise drop one silently.
+for part in 'create-developer' 'create-hive-organisation'; do
+  grep -q -- "$part" "$blocks" || { say "README.md's quickstart blocks have no \`$part\` command (a marker missing?)"; exit 1; }
+done
 
 say "starting the platform (log: $log)"
 setsid npm start >"$log" 2>&1 &

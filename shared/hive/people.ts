@@ -27,10 +27,9 @@ export interface SignupInput {
 }
 
 /**
- * Creates an organisation (its root node named as asked), its owner with both authorities, the
- * owner's password and a first token, shown once. Only when the operator enabled signup; every
- * attempt from a client address counts against HIVE_SIGNUP_PER_HOUR (in the database, so all
- * replicas share the count), refused ones included, so addresses cannot be probed in bulk.
+ * Signup: an organisation made by whoever asks (createOrganisation), only when the operator enabled
+ * signup. Every attempt from a client address counts against HIVE_SIGNUP_PER_HOUR (in the database,
+ * so all replicas share the count), refused ones included, so addresses cannot be probed in bulk.
  */
 export async function signup(hive: Pick<HiveServices, 'db' | 'config'>, input: SignupInput, clientAddress: string) {
   if (!hive.config.HIVE_SIGNUP_ENABLED) throw hiveError(404, 'Signup is not enabled on this server.');
@@ -38,6 +37,16 @@ export async function signup(hive: Pick<HiveServices, 'db' | 'config'>, input: S
   if (window.count > hive.config.HIVE_SIGNUP_PER_HOUR) {
     throw hiveError(429, `Too many signups from this address; try again after ${window.resetsAt.toISOString()}.`);
   }
+  return createOrganisation(hive, input);
+}
+
+/**
+ * Creates an organisation (its root node named as asked, its wallet with HIVE_SIGNUP_CREDIT_USD),
+ * its owner with both authorities, the owner's password and a first token, shown once. Signup
+ * calls it once its gate passed; the operator CLI (`npm run admin -- create-hive-organisation`)
+ * calls it directly, so a hive started without signup can still be entered.
+ */
+export async function createOrganisation(hive: Pick<HiveServices, 'db' | 'config'>, input: SignupInput) {
   const passwordHash = await hashPassword(input.password);
   return withTransaction(hive.db, async (client) => {
     if (await repo.personIdByEmail(client, input.email)) throw hiveError(409, 'This address already has an account.');
@@ -101,7 +110,8 @@ export async function createGrantToken(db: Queryable, credential: HiveCredential
   return { ...token, grant: { node: formatNode(node, input.role), role: input.role }, expires_at: expiresAt?.toISOString() ?? null };
 }
 
-async function issueToken(db: Queryable, token: Omit<repo.InsertToken, 'id' | 'hash' | 'displayPrefix'>) {
+/** A new token, shown once here: only its SHA-256 is stored. */
+export async function issueToken(db: Queryable, token: Omit<repo.InsertToken, 'id' | 'hash' | 'displayPrefix'>) {
   const minted = mintToken();
   const id = newId('tok_');
   const { created_at } = await repo.insertToken(db, { ...token, id, hash: minted.hash, displayPrefix: minted.displayPrefix });
@@ -168,24 +178,37 @@ export async function approveDevice(db: HiveServices['db'], credential: HiveCred
   return withTransaction(db, async (client) => {
     const code = await repo.pendingDeviceCodeForUpdate(client, normaliseUserCode(input.code));
     if (!code || code.person_id) throw hiveError(404, 'No pending device code matches; it may have expired or been used.');
-    let person = await repo.personIdByEmail(client, input.email);
-    if (person && person.org_id !== credential.orgId) throw hiveError(409, 'This address has an account in another organisation.');
-    if (!person) {
-      const id = newId('per_');
-      if (!(await repo.insertPerson(client, { id, orgId: credential.orgId, email: input.email, passwordHash: null, guardrailAuthority: false, axiomAuthority: false }))) {
-        throw hiveError(409, 'This address has an account in another organisation.');
-      }
-      person = { id, org_id: credential.orgId };
-    }
-    await repo.upsertRoleGrant(client, { personId: person.id, nodeId: node.id, role: input.role, grantedBy: credential.personId ?? credential.tokenId });
-    const authority = await repo.grantAuthority(client, person.id, { guardrail: input.guardrail, axiom: input.axiom });
-    await repo.approveDeviceCode(client, code.id, person.id, credential.personId ?? credential.tokenId);
-    return {
-      approved: true,
-      person: { id: person.id, email: input.email, ...authority },
-      grant: { node: formatNode(node, input.role), role: input.role },
-    };
+    const approver = credential.personId ?? credential.tokenId;
+    const person = await admitPerson(client, credential.orgId, { ...input, nodeId: node.id }, approver);
+    await repo.approveDeviceCode(client, code.id, person.id, approver);
+    return { approved: true, person, grant: { node: formatNode(node, input.role), role: input.role } };
   });
+}
+
+/**
+ * The person of `email` in `orgId` (made there if the address is new, without a password) with
+ * `role` on the node, replacing a role they held there, and the authorities passed on. Whoever
+ * calls it has checked that the admission is theirs to make: device approval (an admin of the
+ * node) or the operator CLI. Runs inside the caller's transaction.
+ */
+export async function admitPerson(
+  client: Queryable,
+  orgId: string,
+  input: { email: string; nodeId: string; role: Role; guardrail?: boolean; axiom?: boolean },
+  grantedBy: string | null,
+) {
+  let person = await repo.personIdByEmail(client, input.email);
+  if (person && person.org_id !== orgId) throw hiveError(409, 'This address has an account in another organisation.');
+  if (!person) {
+    const id = newId('per_');
+    if (!(await repo.insertPerson(client, { id, orgId, email: input.email, passwordHash: null, guardrailAuthority: false, axiomAuthority: false }))) {
+      throw hiveError(409, 'This address has an account in another organisation.');
+    }
+    person = { id, org_id: orgId };
+  }
+  await repo.upsertRoleGrant(client, { personId: person.id, nodeId: input.nodeId, role: input.role, grantedBy });
+  const authority = await repo.grantAuthority(client, person.id, { guardrail: input.guardrail, axiom: input.axiom });
+  return { id: person.id, email: input.email, ...authority };
 }
 
 /** Pending until approved; then the person's token, once: the code is gone after that poll. */

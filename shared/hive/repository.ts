@@ -116,6 +116,29 @@ export async function insertOrganisation(db: Queryable, org: { id: string; name:
   return rows[0]!;
 }
 
+export interface OrganisationRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  root_node_id: string;
+  people: number;
+  balance_micros: string;
+}
+
+/** Every organisation, oldest first, with its root node, how many people it holds and its balance (operators' list). */
+export async function listOrganisations(db: Queryable): Promise<OrganisationRow[]> {
+  const { rows } = await db.query<OrganisationRow>(
+    `SELECT o.id, o.name, o.created_at, n.id AS root_node_id,
+            (SELECT count(*)::int FROM hive.people p WHERE p.org_id = o.id) AS people,
+            coalesce(w.balance_micros, 0) AS balance_micros
+       FROM hive.organisations o
+       JOIN hive.nodes n ON n.org_id = o.id AND n.parent_id IS NULL
+       LEFT JOIN hive.wallets w ON w.org_id = o.id
+      ORDER BY o.created_at, o.id`,
+  );
+  return rows;
+}
+
 export interface NodeRow {
   id: string;
   org_id: string;
@@ -143,6 +166,15 @@ export async function insertChildNode(db: Queryable, node: { id: string; parent:
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (org_id, name_path) DO NOTHING RETURNING *`,
     [node.id, node.parent.org_id, node.parent.id, node.name, node.parent.depth + 1, `${node.parent.path}/${node.id}`, `${node.parent.name_path}/${node.name}`, node.createdBy],
+  );
+  return rows[0];
+}
+
+/** A node of the organisation by id or name path; its root node when `ref` is null. No token: operators only. */
+export async function nodeOfOrganisation(db: Queryable, orgId: string, ref: string | null): Promise<NodeRow | undefined> {
+  const { rows } = await db.query<NodeRow>(
+    `SELECT * FROM hive.nodes WHERE org_id = $1 AND CASE WHEN $2::text IS NULL THEN parent_id IS NULL ELSE id = $2 OR name_path = $2 END`,
+    [orgId, ref],
   );
   return rows[0];
 }

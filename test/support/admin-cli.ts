@@ -14,9 +14,14 @@ export interface AdminResult {
 }
 
 /** Runs `npm run admin -- <args>` as an operator would, against the given database. */
-export async function runAdmin(databaseUrl: string, ...args: string[]): Promise<AdminResult> {
+export function runAdmin(databaseUrl: string, ...args: string[]): Promise<AdminResult> {
+  return runAdminWith({ DATABASE_URL: databaseUrl }, ...args);
+}
+
+/** As runAdmin, with the operator's environment set as given (DATABASE_URL among it). */
+export async function runAdminWith(env: { DATABASE_URL: string } & Record<string, string>, ...args: string[]): Promise<AdminResult> {
   try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl } });
+    const { stdout, stderr } = await run('npm', ['run', '--silent', 'admin', '--', ...args], { cwd: ROOT, env: { ...process.env, ...env } });
     return { code: 0, json: JSON.parse(stdout), stdout, stderr };
   } catch (error) {
     const failure = error as { code: number; stdout: string; stderr: string };
