@@ -187,6 +187,34 @@ describe('run states', () => {
     expect(done.body.usage.total_tokens).toBeGreaterThan(0);
   });
 
+  it('tells pollers when to read a run again while it is under way, and not once it stops', async () => {
+    const pace = (response: { headers: Headers }) => response.headers.get('openai-poll-after-ms');
+    const assistant = (await post('/v1/assistants', { model: MODEL })).body;
+    const thread = (await post('/v1/threads', { messages: [{ role: 'user', content: 'Say hello.' }] })).body;
+    // With the worker stopped, the run stays queued while it is read.
+    await workers.stop();
+    let runId: string;
+    try {
+      const created = await post(`/v1/threads/${thread.id}/runs`, { assistant_id: assistant.id });
+      runId = created.body.id;
+      const read = await get(`/v1/threads/${thread.id}/runs/${runId}`);
+      expect([created, read].map((response) => [response.body.status, pace(response)])).toEqual([['queued', '200'], ['queued', '200']]);
+    } finally {
+      workers = await startInProcessWorkers(gateway.platform);
+    }
+    const done = await pollUntil(() => get(`/v1/threads/${thread.id}/runs/${runId}`), (res) => res.body.status === 'completed', { context: () => 'paced run' });
+    expect(pace(done)).toBeNull();
+
+    // requires_action is where the SDK's poll stops too: no header; the submit that resumes the run has it.
+    const { thread: waitingThread, run } = await waitingRun();
+    const waiting = await get(`/v1/threads/${waitingThread.id}/runs/${run.id}`);
+    expect([waiting.body.status, pace(waiting)]).toEqual(['requires_action', null]);
+    const callId = run.required_action.submit_tool_outputs.tool_calls[0].id;
+    const resumed = await post(`/v1/threads/${waitingThread.id}/runs/${run.id}/submit_tool_outputs`, { tool_outputs: [{ tool_call_id: callId, output: 'sunny' }] });
+    expect([resumed.body.status, pace(resumed)]).toEqual(['in_progress', '200']);
+    await pollUntil(() => get(`/v1/threads/${waitingThread.id}/runs/${run.id}`), (res) => res.body.status === 'completed', { context: () => 'resumed run' });
+  });
+
   it('cancels a run waiting for outputs, and expires one left waiting', async () => {
     const cancelled = await waitingRun();
     const cancelling = await post(`/v1/threads/${cancelled.thread.id}/runs/${cancelled.run.id}/cancel`, {});

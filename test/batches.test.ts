@@ -274,6 +274,25 @@ describe('running batches', () => {
     expect((await usageOf(orphan.id)).length).toBe(2);
   });
 
+  it('tells pollers when to read a batch again while it runs, and not once it has ended', async () => {
+    const pace = (response: ApiResponse) => response.headers.get('openai-poll-after-ms');
+    const file = await uploadFile(gateway, developer.key, jsonl([chatLine('paced-1'), chatLine('paced-2')]));
+    const created = await post('/v1/batches', { input_file_id: file, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    expect([created.body.status, pace(created)]).toEqual(['validating', '1000']);
+    // A batch whose workflow has not started yet stays validating while it is read.
+    const unstarted = await insertBatch(gateway.platform.db, {
+      id: `batch_paced${Date.now()}`, developerId: developer.accountId, payerAccountId: developer.accountId, endpoint: '/v1/chat/completions', inputFileId: file, metadata: null, windowSeconds: 86_400,
+    });
+    const read = await call(gateway.baseUrl, `/v1/batches/${unstarted.id}`, { headers: bearer(developer.key) });
+    expect([read.body.status, pace(read)]).toEqual(['validating', '1000']);
+    await startBatchWorkflow(gateway.platform, unstarted);
+    for (const id of [created.body.id, unstarted.id]) {
+      expect((await waitForBatchEnd(gateway, developer.key, id)).status).toBe('completed');
+      const ended = await call(gateway.baseUrl, `/v1/batches/${id}`, { headers: bearer(developer.key) });
+      expect([ended.body.status, pace(ended)]).toEqual(['completed', null]);
+    }
+  });
+
   it('cancels mid-run: cancelling, then cancelled with the finished lines and nothing billed twice', async () => {
     // Slow upstream answers keep the batch running while we cancel it.
     await emulated.fault({ fault: { kind: 'latency', ms: 400 }, times: 10_000 });

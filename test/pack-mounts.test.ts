@@ -183,8 +183,11 @@ describe('reference mounts', () => {
     expect(await versionRow(v1.pack_id, 1)).toMatchObject({ status: 'ready', content_dropped_at: expect.any(Date) });
     expect(await tableExists(versionPartitionOf(v1.id))).toBe(false);
     expect((await db().query(`SELECT count(*)::int AS n FROM brain_pack_entries WHERE version_id = $1`, [v1.id])).rows[0].n).toBe(0);
-    expect((await get(`/v1/packs/${v1.pack_id}`)).body.versions.map((version: { version: number }) => version.version)).toEqual([1, 2]);
-    expectError(await post(`/v1/brains/${pinner}/mounts`, { pack_id: v1.pack_id, version: 1 }), 409, 'pack_version_not_ready');
+    // It reads collected, so a consumer can tell it from the mountable ones, and the refusal names that state.
+    expect((await get(`/v1/packs/${v1.pack_id}`)).body.versions.map((version: { version: number; status: string }) => [version.version, version.status])).toEqual([[1, 'collected'], [2, 'ready']]);
+    const refused = await post(`/v1/brains/${pinner}/mounts`, { pack_id: v1.pack_id, version: 1 });
+    expectError(refused, 409, 'pack_version_not_ready', { param: 'version' });
+    expect(refused.body.error.message).toContain('is collected');
 
     // Version 2 pinned by a mount that does not follow: the next publish keeps it.
     await mount(pinner, { pack_id: v1.pack_id, version: 2 });
@@ -200,6 +203,7 @@ describe('reference mounts', () => {
     expect((await send('DELETE', `/v1/brains/${pinner}/mounts/${pinned.id}`)).body).toEqual({ id: pinned.id, object: 'brain_mount', deleted: true });
     expect((await versionRow(v1.pack_id, 2)).content_dropped_at).not.toBeNull();
     expect(await tableExists(versionPartitionOf(v2.id))).toBe(false);
+    expect((await get(`/v1/packs/${v1.pack_id}`)).body.versions.map((version: { status: string }) => version.status)).toEqual(['collected', 'collected', 'ready']);
     await send('DELETE', `/v1/brains/${follower}/mounts/${following.id}`);
     expect((await versionRow(v1.pack_id, 3)).content_dropped_at).toBeNull();
   });

@@ -375,6 +375,40 @@ describe('file batches', () => {
   });
 });
 
+describe('poll pace', () => {
+  const pace = (response: { headers: Headers }) => response.headers.get('openai-poll-after-ms');
+
+  it('tells pollers when to read a file and a file batch again while they ingest, and not once they are done', async () => {
+    const store = await createStore({ name: 'Paced' });
+    const single = await upload('paced.txt', DOCUMENTS['billing.txt']);
+    const batched = [await upload('paced-a.txt', DOCUMENTS['incident.txt']), await upload('paced-b.md', DOCUMENTS['passwords.md'])];
+    let batchId: string;
+    // With the consumers stopped, the ingests stay pending while they are read.
+    await workers.stop();
+    try {
+      const attached = await post(`/v1/vector_stores/${store.id}/files`, { file_id: single });
+      const created = await post(`/v1/vector_stores/${store.id}/file_batches`, { file_ids: batched });
+      batchId = created.body.id;
+      const reads = [attached, await get(`/v1/vector_stores/${store.id}/files/${single}`), created, await get(`/v1/vector_stores/${store.id}/file_batches/${batchId}`)];
+      expect(reads.map((read) => [read.body.status, pace(read)])).toEqual([['in_progress', '250'], ['in_progress', '250'], ['in_progress', '500'], ['in_progress', '500']]);
+    } finally {
+      workers = await startInProcessWorkers(gateway.platform);
+    }
+    expect(await storeFile(store.id, single)).toMatchObject({ status: 'completed' });
+    await pollUntil(() => get(`/v1/vector_stores/${store.id}/file_batches/${batchId}`), (read) => read.body.status !== 'in_progress', { context: () => 'paced batch' });
+    const ended = [await get(`/v1/vector_stores/${store.id}/files/${single}`), await get(`/v1/vector_stores/${store.id}/file_batches/${batchId}`)];
+    expect(ended.map((read) => [read.body.status, pace(read)])).toEqual([['completed', null], ['completed', null]]);
+  });
+
+  it("lets the openai SDK's createAndPoll pace itself by the header, to the end", async () => {
+    const store = await createStore({ name: 'SDK paced' });
+    const fileId = await upload('sdk-paced.md', DOCUMENTS['passwords.md']);
+    // No pollIntervalMs: the helper waits as long as openai-poll-after-ms says.
+    const file = await client.vectorStores.files.createAndPoll(store.id, { file_id: fileId });
+    expect(file).toMatchObject({ id: fileId, object: 'vector_store.file', status: 'completed', last_error: null });
+  });
+});
+
 describe('encryption', () => {
   const passphrase = 'correct horse battery staple';
 
@@ -450,16 +484,18 @@ describe('graphrag', () => {
 });
 
 describe('lifecycle and tenancy', () => {
-  it('deletes a store: writes are refused while it goes, and its content is removed by a workflow', async () => {
+  it('deletes a store: reads find it gone at once, writes are refused, and its content is removed by a workflow', async () => {
     const store = await createStore({ name: 'Doomed' });
     const file = await attachAndWait(store.id, 'billing.txt', DOCUMENTS['billing.txt']);
     const deleted = await del(`/v1/vector_stores/${store.id}`);
     expect(deleted.body).toEqual({ id: store.id, object: 'vector_store.deleted', deleted: true });
+    expectError(await get(`/v1/vector_stores/${store.id}`), 404, 'vector_store_not_found');
     expectError(await post(`/v1/vector_stores/${store.id}/files`, { file_id: file.id }), 409, 'vector_store_unavailable');
     expectError(await post(`/v1/vector_stores/${store.id}`, { name: 'renamed' }), 409, 'vector_store_unavailable');
     expectError(await del(`/v1/vector_stores/${store.id}`), 409, 'vector_store_unavailable');
-    const gone = await pollUntil(() => get(`/v1/vector_stores/${store.id}`), (res) => res.body.status === 'deleted', { context: () => 'store deletion' });
-    expect(gone.body.file_counts.total).toBe(0);
+    await pollUntil(() => findStoreById(gateway.platform.db, store.id), (row) => row?.state === 'deleted', { context: () => 'store deletion' });
+    const attached = await gateway.platform.db.query(`SELECT count(*)::int AS n FROM vector_store_files WHERE vector_store_id = $1`, [store.id]);
+    expect(attached.rows[0].n).toBe(0);
     const partition = await gateway.platform.db.query(`SELECT to_regclass($1) AS table`, [partitionOf(store.id)]);
     expect(partition.rows[0].table).toBeNull();
     const listed = (await get('/v1/vector_stores?limit=200')).body.data.map((s: { id: string }) => s.id);
@@ -660,7 +696,7 @@ describe('recovery sweep', () => {
     expect(swept).toMatchObject({ restarted: 1, failed: 1, deletions: 1 });
     expect(await storeFile(store.id, fileId)).toMatchObject({ status: 'completed' });
     expect((await get(`/v1/vector_stores/${byok.id}/files/${fileId}`)).body).toMatchObject({ status: 'failed', last_error: { code: 'server_error' } });
-    await pollUntil(() => get(`/v1/vector_stores/${doomed.id}`), (res) => res.body.status === 'deleted', { context: () => 'stalled deletion' });
+    await pollUntil(() => findStoreById(db, doomed.id), (row) => row?.state === 'deleted', { context: () => 'stalled deletion' });
     // Progressing work is left alone.
     expect(await sweepVectorStores(gateway.platform, 600)).toMatchObject({ restarted: 0, failed: 0 });
   });

@@ -19,6 +19,7 @@ import { createMessage, createThread, deleteThread, getMessage, getThread, listM
 import type { RunEvent } from '../../shared/assistants/run-events.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { abortWhenClientLeaves, meteredCallOf } from '../middleware/metered-call.js';
+import { paced, POLLED_RESPONSE } from '../poll-pace.js';
 import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
 
 /**
@@ -51,9 +52,6 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     for await (const event of platform.runEvents.follow(runId, afterEventId, abortWhenClientLeaves(res))) send(event);
     if (!res.writableEnded) res.end('event: done\ndata: [DONE]\n\n');
   };
-  // The SDK's poll helpers wait this long between reads when it says so.
-  const pollSoon = (res: { setHeader(name: string, value: string): unknown }) => res.setHeader('openai-poll-after-ms', '200');
-
   return [
     route({
       method: 'post', path: '/v1/assistants', surface, summary: 'Create an assistant', access: developerKey('api:write'), input: { body: assistantBody },
@@ -81,10 +79,10 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
       handle: async (req, res, { body }) => res.json(await createThread(platform, caller(req), body)),
     }),
     route({
-      method: 'post', path: '/v1/threads/runs', surface, summary: 'Create a thread and run it', access: threads, input: { body: threadAndRunBody },
+      method: 'post', path: '/v1/threads/runs', surface, summary: 'Create a thread and run it', access: threads, input: { body: threadAndRunBody }, response: POLLED_RESPONSE,
       handle: async (req, res, { body }) => {
         const created = await createThreadAndRun(platform, caller(req), body);
-        if (!body.stream) return res.json(created);
+        if (!body.stream) return res.json(paced(res, 'run', created));
         await streamRun(req, res, created.id, '0', [{ event: 'thread.run.created', data: created }, { event: 'thread.run.queued', data: created }]);
       },
     }),
@@ -119,10 +117,10 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
 
     route({
-      method: 'post', path: '/v1/threads/:threadId/runs', surface, summary: 'Create a run (a Temporal workflow whose id is the run id)', access: threads, input: { body: runBody },
+      method: 'post', path: '/v1/threads/:threadId/runs', surface, summary: 'Create a run (a Temporal workflow whose id is the run id)', access: threads, input: { body: runBody }, response: POLLED_RESPONSE,
       handle: async (req, res, { params, body }) => {
         const created = await createRun(platform, caller(req), params.threadId, body);
-        if (!body.stream) return res.json(created);
+        if (!body.stream) return res.json(paced(res, 'run', created));
         await streamRun(req, res, created.id, '0', [{ event: 'thread.run.created', data: created }, { event: 'thread.run.queued', data: created }]);
       },
     }),
@@ -131,11 +129,8 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
       handle: async (req, res, { params, query }) => res.json(await listRuns(platform.db, caller(req), params.threadId, query)),
     }),
     route({
-      method: 'get', path: '/v1/threads/:threadId/runs/:runId', surface, summary: 'Retrieve a run', access: threadReads,
-      handle: async (req, res, { params }) => {
-        pollSoon(res);
-        res.json(await getRun(platform.db, caller(req), params.threadId, params.runId));
-      },
+      method: 'get', path: '/v1/threads/:threadId/runs/:runId', surface, summary: 'Retrieve a run', access: threadReads, response: POLLED_RESPONSE,
+      handle: async (req, res, { params }) => res.json(paced(res, 'run', await getRun(platform.db, caller(req), params.threadId, params.runId))),
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId', surface, summary: "Modify a run's metadata", access: threadAdmin, input: { body: runUpdateBody },
@@ -143,10 +138,10 @@ export function assistantRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'post', path: '/v1/threads/:threadId/runs/:runId/submit_tool_outputs', surface, summary: 'Submit the outputs of the function calls a run waits for', access: threads,
-      input: { body: toolOutputsBody },
+      input: { body: toolOutputsBody }, response: POLLED_RESPONSE,
       handle: async (req, res, { params, body }) => {
         const submitted = await submitToolOutputs(platform, caller(req), params.threadId, params.runId, body);
-        if (!body.stream) return res.json(submitted.run);
+        if (!body.stream) return res.json(paced(res, 'run', submitted.run));
         await streamRun(req, res, submitted.run.id, submitted.afterEventId, [{ event: 'thread.run.in_progress', data: submitted.run }]);
       },
     }),

@@ -3,6 +3,7 @@ import { batchCreateBody, cancelBatch, createBatch, formatBatch, getBatch, listB
 import type { GatewayServices } from '../../shared/composition/gateway.js';
 import { pageQuery } from '../../shared/pagination.js';
 import { principalOf } from '../middleware/authenticate.js';
+import { paced, POLLED_RESPONSE } from '../poll-pace.js';
 import { developerKey, route, type RouteDefinition } from '../route-table.js';
 
 /** Batches: JSONL files of requests run by a durable workflow each; callers poll the batch object. */
@@ -13,12 +14,12 @@ export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
   return [
     route({
       method: 'post', path: '/v1/batches', surface, summary: 'Create a batch from an uploaded JSONL file',
-      access: developerKey('api:write'), input: { body: batchCreateBody, bodyOptional: true },
+      access: developerKey('api:write'), input: { body: batchCreateBody, bodyOptional: true }, response: POLLED_RESPONSE,
       handle: async (req, res, { body }) => {
         const principal = principalOf(req);
         // A linked account's batches are paid from its parent's wallet, as its synchronous calls are.
         const payerAccountId = principal.kind === 'developer_key' ? principal.billingAccountId : principal.accountId;
-        res.json(formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, body)));
+        res.json(paced(res, 'batch', formatBatch(await createBatch(runtime, { developerId: principal.accountId, payerAccountId }, body))));
       },
     }),
     route({
@@ -30,9 +31,9 @@ export function batchRoutes(platform: GatewayServices): RouteDefinition[] {
     }),
     route({
       method: 'get', path: '/v1/batches/:id', surface, summary: 'Retrieve a batch',
-      access: developerKey('api:read'),
+      access: developerKey('api:read'), response: POLLED_RESPONSE,
       handle: async (req, res, { params }) => {
-        res.json(formatBatch(await getBatch(platform.db, developer(req), params.id)));
+        res.json(paced(res, 'batch', formatBatch(await getBatch(platform.db, developer(req), params.id))));
       },
     }),
     route({

@@ -39,6 +39,7 @@ import {
 import type { VectorStoreCaller } from '../../shared/vector-stores/common.js';
 import { principalOf } from '../middleware/authenticate.js';
 import { meteredCallOf } from '../middleware/metered-call.js';
+import { paced, POLLED_RESPONSE } from '../poll-pace.js';
 import { developerKey, metered, route, type RouteDefinition } from '../route-table.js';
 
 /**
@@ -109,8 +110,8 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files', surface, summary: 'Attach a file (its ingest is queued)', access: write,
-      input: { body: attachFileBody },
-      handle: async (req, res, { params, body }) => res.json(await attachFile(platform, await caller(req), params.id, body)),
+      input: { body: attachFileBody }, response: POLLED_RESPONSE,
+      handle: async (req, res, { params, body }) => res.json(paced(res, 'vector_store_file', await attachFile(platform, await caller(req), params.id, body))),
     }),
     route({
       method: 'get', path: '/v1/vector_stores/:id/files', surface, summary: "List a vector store's files", access: read,
@@ -118,8 +119,8 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
       handle: async (req, res, { params, query }) => res.json(await listStoreFiles(platform, developer(req), params.id, query)),
     }),
     route({
-      method: 'get', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: 'Retrieve a vector store file', access: read,
-      handle: async (req, res, { params }) => res.json(await getStoreFile(platform, developer(req), params.id, params.fileId)),
+      method: 'get', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: 'Retrieve a vector store file', access: read, response: POLLED_RESPONSE,
+      handle: async (req, res, { params }) => res.json(paced(res, 'vector_store_file', await getStoreFile(platform, developer(req), params.id, params.fileId))),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/files/:fileId', surface, summary: "Update a vector store file's attributes", access: write,
@@ -144,12 +145,12 @@ export function vectorStoreRoutes(platform: GatewayServices): RouteDefinition[] 
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/file_batches', surface, summary: 'Attach up to 500 files at once', access: write,
-      input: { body: fileBatchBody },
-      handle: async (req, res, { params, body }) => res.json(await createFileBatch(platform, await caller(req), params.id, body)),
+      input: { body: fileBatchBody }, response: POLLED_RESPONSE,
+      handle: async (req, res, { params, body }) => res.json(paced(res, 'vector_store_file_batch', await createFileBatch(platform, await caller(req), params.id, body))),
     }),
     route({
-      method: 'get', path: '/v1/vector_stores/:id/file_batches/:batchId', surface, summary: 'Retrieve a file batch', access: read,
-      handle: async (req, res, { params }) => res.json(await getFileBatch(platform, developer(req), params.id, params.batchId)),
+      method: 'get', path: '/v1/vector_stores/:id/file_batches/:batchId', surface, summary: 'Retrieve a file batch', access: read, response: POLLED_RESPONSE,
+      handle: async (req, res, { params }) => res.json(paced(res, 'vector_store_file_batch', await getFileBatch(platform, developer(req), params.id, params.batchId))),
     }),
     route({
       method: 'post', path: '/v1/vector_stores/:id/file_batches/:batchId/cancel', surface, summary: "Cancel a file batch's unfinished files", access: write,

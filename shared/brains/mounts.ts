@@ -129,13 +129,14 @@ async function mountOf(q: Queryable, brainId: string, mountId: string, lock?: 'u
   return mount;
 }
 
-/** A version a mount may target: one that exists (else 400 invalid_version) and is ready with its content (else 409). */
+/** A version a mount may target: one that exists (else 400 invalid_version) and is ready (else 409, naming its state). */
 async function mountableVersion(q: Queryable, pack: packs.PackRow, version: number): Promise<packs.PackVersionRow> {
   const row = await packs.versionOf(q, pack.id, version);
   if (!row) throw serviceError('invalid_version', { param: 'version', message: `Pack ${pack.id} has no version ${version}.` });
-  if (row.status !== 'ready' || row.content_dropped_at !== null) {
-    const why = row.status === 'ready' ? 'its content was dropped once no mount pinned it' : `it is ${row.status}`;
-    throw serviceError('pack_version_not_ready', { param: 'version', message: `Version ${version} of pack ${pack.id} cannot be mounted: ${why}.` });
+  const state = packs.versionState(row);
+  if (state !== 'ready') {
+    const why = state === 'collected' ? ' (its content was dropped once no mount pinned it)' : '';
+    throw serviceError('pack_version_not_ready', { param: 'version', message: `Version ${version} of pack ${pack.id} is ${state}${why}; only a ready version can be mounted.` });
   }
   return row;
 }

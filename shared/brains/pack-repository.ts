@@ -42,6 +42,14 @@ export interface PackVersionRow {
   content_dropped_at: Date | null;
 }
 
+/**
+ * A version's state as callers read it: its build status, or `collected` once garbage collection
+ * dropped its content (only a ready version's is dropped; the row stays). Only `ready` can be mounted.
+ */
+export type VersionState = PackVersionRow['status'] | 'collected';
+export const versionState = (version: Pick<PackVersionRow, 'status' | 'content_dropped_at'>): VersionState =>
+  version.content_dropped_at !== null ? 'collected' : version.status;
+
 const VERSION_ID = /^pkv_[0-9A-Za-z]{24}$/;
 export const versionPartitionOf = (versionId: string) => partitionName('brain_pack_chunks', versionId, VERSION_ID, 4);
 

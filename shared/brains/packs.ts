@@ -306,7 +306,7 @@ export function formatVersion(version: packs.PackVersionRow, pack: Pick<packs.Pa
     object: 'brain_pack_version' as const,
     pack_id: pack.id,
     version: version.version,
-    status: version.status,
+    status: packs.versionState(version),
     entry_count: version.entry_count,
     chunk_count: version.chunk_count,
     byte_size: Number(version.byte_size),

@@ -32,6 +32,17 @@ export function searchIndexOf(store: Pick<repo.VectorStoreRow, 'vector_sealing' 
   return store.vector_index === 'flat' ? 'flat' : 'hnsw';
 }
 
+/**
+ * A store the caller may read: 404 when it is not theirs or is deleting or deleted (even while its
+ * content is still being removed), as OpenAI answers once DELETE returned. Writes go through
+ * activeStore, which refuses such a store 409 vector_store_unavailable as spec 1 says.
+ */
+export async function readableStore(q: Queryable, developerId: string, id: string): Promise<repo.StoreWithCounts> {
+  const store = await repo.findStore(q, developerId, id);
+  if (!store || store.state !== 'active') throw serviceError('vector_store_not_found');
+  return store;
+}
+
 /** A store the caller may write to: 404 when it is not theirs, 409 vector_store_unavailable while it is deleted. */
 export async function activeStore(q: Queryable, developerId: string, id: string, lock?: 'share' | 'update'): Promise<repo.VectorStoreRow> {
   const store = lock ? await repo.lockStore(q, developerId, id, lock) : await repo.findStore(q, developerId, id);

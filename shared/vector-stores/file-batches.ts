@@ -6,7 +6,7 @@ import { finishBatchIn } from './ingest.js';
 import * as repo from './repository.js';
 import type { fileBatchBody } from './schemas.js';
 import { attachFiles, listStoreFiles, type FileToAttach } from './store-files.js';
-import { activeStore, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, readableStore, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 
 /**
  * File batches (OpenAI's /v1/vector_stores/{id}/file_batches): up to 500 files attached in one
@@ -58,9 +58,7 @@ export async function listFileBatchFiles(platform: VectorStoreServices, develope
 }
 
 async function storeOf(platform: VectorStoreServices, developerId: string, storeId: string) {
-  const store = await repo.findStore(platform.db, developerId, storeId);
-  if (!store) throw serviceError('vector_store_not_found');
-  return store;
+  return readableStore(platform.db, developerId, storeId);
 }
 
 function formatFileBatch(batch: repo.FileBatchRow) {

@@ -6,7 +6,7 @@ import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
 import { embeddingModel } from '../models/catalog.js';
-import { activeStore, assertNotSuspended, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, readableStore, assertNotSuspended, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 import { open, sealVector, storeKeys, textAad, vectorAad, type StoreKeys } from './crypto.js';
 import { embedTexts } from './ingest.js';
 import { queueIvfBuild } from './ivf.js';
@@ -80,8 +80,7 @@ export async function startMigration(platform: VectorStoreServices, caller: Vect
 }
 
 export async function getMigration(platform: VectorStoreServices, developerId: string, storeId: string, id: string) {
-  const store = await repo.findStore(platform.db, developerId, storeId);
-  if (!store) throw serviceError('vector_store_not_found');
+  const store = await readableStore(platform.db, developerId, storeId);
   const migration = await repo.findMigration(platform.db, storeId, id);
   if (!migration) throw serviceError('migration_not_found');
   return formatMigration(migration);

@@ -8,7 +8,7 @@ import { filterSql } from './filters.js';
 import { embedTexts } from './ingest.js';
 import * as repo from './repository.js';
 import type { SearchBody } from './schemas.js';
-import { assertNotSuspended, searchIndexOf, type VectorStoreCaller } from './common.js';
+import { assertNotSuspended, readableStore, searchIndexOf, type VectorStoreCaller } from './common.js';
 
 /**
  * Hybrid search of one store: for each query, the nearest chunks by vector (PostgreSQL's HNSW
@@ -29,9 +29,7 @@ export interface Candidate {
 }
 
 export async function searchVectorStore(platform: GatewayServices, caller: VectorStoreCaller, call: MeteredCall, storeId: string, body: SearchBody, options: { billingKey?: string } = {}) {
-  const store = await repo.findStore(platform.db, caller.developerId, storeId);
-  if (!store) throw serviceError('vector_store_not_found');
-  if (store.state !== 'active') throw serviceError('vector_store_unavailable');
+  const store = await readableStore(platform.db, caller.developerId, storeId);
   await assertNotSuspended(platform, store, call.payerAccountId);
   const keys = await platform.vectorStoreKeys.keys(store, caller.passphrase);
   const queries = typeof body.query === 'string' ? [body.query] : body.query;

@@ -7,7 +7,7 @@ import { AUTO_CHUNKING } from './chunking.js';
 import { openText, textAad } from './crypto.js';
 import { enqueueIngest, finishBatchIn } from './ingest.js';
 import * as repo from './repository.js';
-import { activeStore, assertNotSuspended, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, readableStore, assertNotSuspended, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 
 /**
  * Files of a vector store (OpenAI's /v1/vector_stores/{id}/files): attaching a file queues its
@@ -141,11 +141,7 @@ export async function storeFileContent(platform: VectorStoreServices, caller: Ve
   };
 }
 
-async function storeOf(q: Queryable, developerId: string, storeId: string): Promise<repo.StoreWithCounts> {
-  const store = await repo.findStore(q, developerId, storeId);
-  if (!store) throw serviceError('vector_store_not_found');
-  return store;
-}
+const storeOf = readableStore;
 
 async function fileOf(q: Queryable, storeId: string, fileId: string, lock = false): Promise<repo.StoreFileRow> {
   const file = await repo.findStoreFile(q, storeId, fileId, lock);

@@ -10,7 +10,7 @@ import { LEASE_DEFAULT_SECONDS } from './keyring.js';
 import * as repo from './repository.js';
 import type { CreateVectorStoreBody, UpdateVectorStoreBody } from './schemas.js';
 import { attachFiles } from './store-files.js';
-import { activeStore, searchIndexOf, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
+import { activeStore, readableStore, searchIndexOf, seconds, STORE_PAGE, withIds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 import { startStoreDeletion } from './lifecycle.js';
 
 
@@ -92,8 +92,7 @@ export async function createVectorStore(platform: VectorStoreServices, caller: V
 }
 
 export async function getVectorStore(platform: VectorStoreServices, developerId: string, id: string) {
-  const store = await repo.findStore(platform.db, developerId, id);
-  if (!store) throw serviceError('vector_store_not_found');
+  const store = await readableStore(platform.db, developerId, id);
   return formatVectorStore(store, await platform.vectorStoreKeys.leaseExpiresAt(store));
 }
 
