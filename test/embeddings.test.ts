@@ -51,7 +51,8 @@ describe('POST /v1/embeddings', () => {
     [{ model: 'text-embedding-3-small', input: [1, 2] }, 400, 'invalid_input', 'input'],
     [{ model: 'text-embedding-3-small', input: 'x'.repeat(100_001) }, 400, 'input_too_large', 'input'],
     [{ model: 'text-embedding-3-small', input: Array(2049).fill('a') }, 400, 'input_too_large', 'input'],
-    [{ model: 'svc:openai/text-embedding-3-small', input: 'a' }, 400, 'invalid_embedding_model', 'model'],
+    [{ model: 'svc:openai/gpt-4o-mini', input: 'a' }, 400, 'invalid_embedding_model', 'model'],
+    [{ model: 'no-such-embedding', input: 'a' }, 400, 'invalid_embedding_model', 'model'],
     [{ model: 'text-embedding-3-small', input: 'a', dimensions: 0 }, 400, 'invalid_dimensions', 'dimensions'],
     [{ model: 'text-embedding-3-small', input: 'a', dimensions: 4096 }, 400, 'invalid_dimensions', 'dimensions'],
     [{ model: 'voyage-3-lite', input: 'a' }, 503, 'platform_not_configured', undefined],
@@ -60,6 +61,23 @@ describe('POST /v1/embeddings', () => {
     const response = await embed(json);
     expect({ status: response.status, code: response.body.error?.code, param: response.body.error?.param }).toEqual({ status, code, param });
     expect(await walletMicros()).toBe(before);
+  });
+
+  it('takes an embedding model in every form GET /v1/models shows, here and in a vector store', async () => {
+    const listed = (await call(emulated.gateway.baseUrl, '/v1/models', { headers: bearer(developer.key) })).body.data.map((model: { id: string }) => model.id);
+    expect(listed).toContain('svc:openai/text-embedding-3-small');
+    for (const model of ['svc:openai/text-embedding-3-small', 'openai/text-embedding-3-small', 'text-embedding-3-small']) {
+      const answer = await embed({ model, input: 'one form or another' });
+      expect(answer.status, `${model}: ${answer.text}`).toBe(200);
+      expect(answer.body.model).toBe('text-embedding-3-small');
+    }
+    const store = await call(emulated.gateway.baseUrl, '/v1/vector_stores', { method: 'POST', json: { name: 'catalog id', embedding_model: 'svc:openai/text-embedding-3-small' }, headers: bearer(developer.key) });
+    expect(store.status, store.text).toBe(200);
+    expect(store.body.embedding_model).toBe('text-embedding-3-small');
+    const unknown = await call(emulated.gateway.baseUrl, '/v1/vector_stores', { method: 'POST', json: { name: 'no such model', embedding_model: 'svc:openai/gpt-4o-mini' }, headers: bearer(developer.key) });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ code: 'invalid_embedding_model', param: 'embedding_model' });
+    expect(unknown.body.error.message).toContain('GET /v1/models');
   });
 
   it('503 upstream_unavailable when the provider keeps failing, nothing charged', async () => {

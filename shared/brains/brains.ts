@@ -4,7 +4,7 @@ import { withTransaction, type Queryable } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
-import { catalogModel, embeddingModel } from '../models/catalog.js';
+import { EMBEDDING_MODEL_HINT, embeddingModel } from '../models/catalog.js';
 import { storeKeys, type StoreKeys } from '../vector-stores/crypto.js';
 import { changedTypes, DEFAULT_POLICY, mergePolicy } from './policy.js';
 import * as repo from './repository.js';
@@ -129,9 +129,8 @@ async function wrappedKeyFor(platform: Pick<BrainServices, 'vectorStoreKeys'>, b
 
 /** An embedding id with or without its provider prefix (openai/text-embedding-3-small, svc:openai/..., text-embedding-3-small). */
 export function embeddingModelOf(id: string) {
-  const bare = id.replace(/^svc:/, '');
-  const model = bare.includes('/') ? catalogModel(`svc:${bare}`) : embeddingModel(bare);
-  if (!model || model.kind !== 'embedding' || !model.dimensions) throw serviceError('invalid_embedding_model', { param: 'embedding_model' });
+  const model = embeddingModel(id);
+  if (!model?.dimensions) throw serviceError('invalid_embedding_model', { param: 'embedding_model', message: EMBEDDING_MODEL_HINT });
   return model;
 }
 

@@ -42,7 +42,7 @@ export function planEmbeddings(request: EmbeddingsRequest, providers: ProviderRe
   const model = embeddingModel((requested as string | undefined) ?? DEFAULT_EMBEDDING_MODEL);
   if (!model) {
     const known = CATALOG.filter((entry) => entry.kind === 'embedding').map((entry) => entry.model);
-    throw serviceError('invalid_embedding_model', { param: 'model', message: `model must be one of: ${known.join(', ')}.` });
+    throw serviceError('invalid_embedding_model', { param: 'model', message: `model must be one of: ${known.join(', ')} (bare, or as GET /v1/models lists them, svc:<provider>/<model>).` });
   }
 
   if (input === undefined || input === '' || (Array.isArray(input) && input.length === 0)) throw serviceError('missing_input', { param: 'input' });

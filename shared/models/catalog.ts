@@ -140,10 +140,18 @@ export function catalogModel(id: string): CatalogModel | undefined {
   return BY_ID.get(id);
 }
 
-/** Embedding models are named by bare id (spec 1); the default is text-embedding-3-small. */
-export function embeddingModel(bareId: string): CatalogModel | undefined {
-  return CATALOG.find((model) => model.kind === 'embedding' && model.model === bareId);
+/**
+ * An embedding model by any id the catalogue shows for it: the bare id of spec 1
+ * (text-embedding-3-small, the default; some carry a slash, BAAI/bge-...), the provider's
+ * (openai/text-embedding-3-small) or GET /v1/models' own (svc:openai/text-embedding-3-small).
+ */
+export function embeddingModel(id: string): CatalogModel | undefined {
+  const model = CATALOG.find((entry) => entry.kind === 'embedding' && entry.model === id) ?? BY_ID.get(`svc:${id.replace(/^svc:/, '')}`);
+  return model?.kind === 'embedding' ? model : undefined;
 }
+
+/** Where the refusal of an unknown embedding model points. */
+export const EMBEDDING_MODEL_HINT = 'Use an embedding model of GET /v1/models, by its id (svc:openai/text-embedding-3-small) or its bare name (text-embedding-3-small).';
 
 /** The one provider whose models form the match: families and answer the @eu / @us suffixes. */
 export const FIRST_PARTY_PROVIDER = 'anthropic';

@@ -5,7 +5,7 @@ import { withIndexBuildMemory, withTransaction } from '../db/pool.js';
 import { serviceError } from '../errors.js';
 import { recordEvent } from '../events/outbox.js';
 import { newId } from '../ids.js';
-import { embeddingModel } from '../models/catalog.js';
+import { EMBEDDING_MODEL_HINT, embeddingModel } from '../models/catalog.js';
 import { activeStore, readableStore, assertNotSuspended, searchIndexOf, seconds, type VectorStoreCaller, type VectorStoreServices } from './common.js';
 import { open, sealVector, storeKeys, textAad, vectorAad, type StoreKeys } from './crypto.js';
 import { embedTexts } from './ingest.js';
@@ -36,7 +36,7 @@ export async function startMigration(platform: VectorStoreServices, caller: Vect
   await assertNotSuspended(platform, store, caller.payerAccountId);
   if (body.embedding_model === undefined) throw serviceError('missing_embedding_model', { param: 'embedding_model' });
   const model = embeddingModel(body.embedding_model);
-  if (!model) throw serviceError('invalid_embedding_model', { param: 'embedding_model' });
+  if (!model) throw serviceError('invalid_embedding_model', { param: 'embedding_model', message: EMBEDDING_MODEL_HINT });
   const dimensions = dimensionsOf(model, body.dimensions);
   const dataKey = store.encryption === 'byok' ? await platform.vectorStoreKeys.dataKey(store, caller.passphrase) : null;
 

@@ -4,7 +4,7 @@ import { recordEvent } from '../events/outbox.js';
 import { acceptIdCursor } from '../files/files.js';
 import { newId } from '../ids.js';
 import { parseMetadata } from '../metadata.js';
-import { embeddingModel } from '../models/catalog.js';
+import { EMBEDDING_MODEL_HINT, embeddingModel } from '../models/catalog.js';
 import { pageRequest, toPage, type Page } from '../pagination.js';
 import { LEASE_DEFAULT_SECONDS } from './keyring.js';
 import * as repo from './repository.js';
@@ -23,7 +23,7 @@ export function planStore(body: CreateVectorStoreBody): { store: Omit<repo.NewVe
   if (body.name !== undefined && Buffer.byteLength(body.name) > MAX_NAME_BYTES) throw serviceError('name_too_long', { param: 'name' });
   if (body.embedding_model === undefined) throw serviceError('missing_embedding_model', { param: 'embedding_model' });
   const model = embeddingModel(body.embedding_model);
-  if (!model) throw serviceError('invalid_embedding_model', { param: 'embedding_model' });
+  if (!model) throw serviceError('invalid_embedding_model', { param: 'embedding_model', message: EMBEDDING_MODEL_HINT });
   const dimensions = dimensionsOf(model, body.dimensions);
 
   const encryption = body.encryption ?? 'none';
