@@ -192,8 +192,10 @@ async function startVectorStoreIngest(ctx: WorkContext): Promise<StartedWork> {
     fileIds.push((await api.send('POST', '/v1/files', { form })).id);
   }
   const store = await api.send('POST', '/v1/vector_stores', { json: { name: `faults ${tag}`, embedding_model: 'text-embedding-3-small' } });
-  // Attaching a file again restarts its ingest as a new attempt, so the batch may be sent twice.
-  await api.send('POST', `/v1/vector_stores/${store.id}/file_batches`, { json: { file_ids: fileIds, chunking_strategy: SMALL_CHUNKS }, idempotent: true });
+  // Sent again only after a 503 or a refused connection, never after a lost answer: attaching a
+  // file again restarts its ingest as a new attempt, and an attempt racing the one before it can
+  // leave a file completed with no chunks (seen once in CI; open in issue 56's closing note).
+  await api.send('POST', `/v1/vector_stores/${store.id}/file_batches`, { json: { file_ids: fileIds, chunking_strategy: SMALL_CHUNKS } });
 
   return {
     describe: () => `vector store ${store.id}, files ${fileIds.join(', ')}`,
